@@ -1,0 +1,66 @@
+"""images.lock.yaml: image pins and engine-image capabilities, validated once."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+from pydantic import Field, ValidationError
+
+from sparkgate.frozen import Frozen
+from sparkgate.paths import repo_root
+
+
+class BaseImage(Frozen):
+    ref: str
+    platform: str
+    digest: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$")
+
+    @property
+    def pinned_ref(self) -> str:
+        return f"{self.ref}@{self.digest}" if self.digest else self.ref
+
+
+class SGLangFork(Frozen):
+    repo: str
+    branch: str
+    commit: str = Field(pattern=r"^[0-9a-f]{7,40}$")
+    version: str
+
+
+class Capabilities(Frozen):
+    declared_env: tuple[str, ...] = ()
+    nextn_lm_head_module_sharing: bool = False
+    humming_kernels: bool = False
+
+
+class EngineImage(Frozen):
+    description: str
+    tag: str
+    digest: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$")
+    capabilities: Capabilities
+
+
+class ImageLock(Frozen):
+    lock_version: int
+    base_images: dict[str, BaseImage]
+    sglang_fork: SGLangFork
+    python_packages: dict[str, str]
+    engine_images: dict[str, EngineImage]
+
+
+LOCK_FILE = "images.lock.yaml"
+
+
+@lru_cache(maxsize=4)
+def load_lock(path: Path | None = None) -> ImageLock:
+    path = path or repo_root() / LOCK_FILE
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return ImageLock.model_validate(data)
+    except FileNotFoundError:
+        raise SystemExit(f"{path}: missing; it pins every image sparkgate uses") from None
+    except (yaml.YAMLError, ValidationError) as exc:
+        first = str(exc).splitlines()[0:3]
+        raise SystemExit(f"{path}: invalid image lock: {' '.join(first)}") from None

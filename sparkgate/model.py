@@ -1,0 +1,114 @@
+"""The validated profile: YAML is turned into these frozen models once, at the boundary."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from sparkgate.frozen import Frozen
+from sparkgate.optimizations import fp8_lm_head as fp8_opt
+from sparkgate.optimizations import humming as humming_opt
+from sparkgate.optimizations import mtp as mtp_opt
+
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class ModelSource(Frozen):
+    """The checkpoint, as the engine sees it inside the container."""
+
+    path: str = Field("/models/Ling-3.0-flash-fp4", description="Checkpoint directory inside the engine container")
+    served_name: str = Field("ling-v3-flash-fp4", description="Name clients use in the OpenAI `model` field")
+    architecture: str = Field("BailingMoeV3ForCausalLM", description="Target model class the engine must load")
+
+
+class SGLangArgs(Frozen):
+    """SGLang launch flags the schema models. Field names are SGLang's (`_` becomes `-` in the flag).
+
+    Anything else goes in `extra_args`, which is checked by exactly the same rules.
+    """
+
+    trust_remote_code: bool = True
+    dtype: Literal["auto", "half", "float16", "bfloat16", "float", "float32"] = "bfloat16"
+    tp_size: PositiveInt = 1
+    ep_size: PositiveInt = 1
+    host: str = "0.0.0.0"
+    port: Annotated[int, Field(ge=1, le=65535)] = 30000
+    max_running_requests: PositiveInt | None = None
+    max_mamba_cache_size: PositiveInt | None = None
+    chunked_prefill_size: PositiveInt | None = None
+    max_prefill_tokens: PositiveInt | None = None
+    page_size: PositiveInt | None = None
+    context_length: PositiveInt | None = None
+    cuda_graph_backend_decode: Literal["full", "breakable", "disabled"] | None = None
+    cuda_graph_max_bs_decode: PositiveInt | None = None
+    cuda_graph_bs_decode: tuple[PositiveInt, ...] | None = None
+    cuda_graph_backend_prefill: Literal["full", "breakable", "disabled"] | None = None
+    random_seed: int | None = None
+    reasoning_parser: str | None = None
+    tool_call_parser: str | None = None
+    attention_backend: str | None = None
+    disable_flashinfer_autotune: bool = False
+    mem_fraction_static: Annotated[float, Field(gt=0.0, lt=1.0)] | None = None
+    fp8_gemm_backend: str | None = None
+    moe_runner_backend: str | None = Field(None, description="MoE runner when Humming is not requested")
+    flashinfer_mxfp4_moe_precision: Literal["default", "bf16", "fp8"] | None = None
+    disable_shared_experts_fusion: bool = False
+    enable_fp32_lm_head: bool = Field(False, description="FP32 logits; mutually exclusive with the FP8 LM head")
+    extra_args: tuple[str, ...] = Field((), description="SGLang flags the schema does not model (same rules apply)")
+
+
+class Optimizations(Frozen):
+    humming: humming_opt.Settings = humming_opt.Settings()
+    fp8_lm_head: fp8_opt.Settings = fp8_opt.Settings()
+    mtp: mtp_opt.Settings = mtp_opt.Settings()
+
+
+class Calibration(Frozen):
+    """Bounded functional probe the gate runs before admitting traffic."""
+
+    prompts: PositiveInt = Field(3, description="Fixed prompts sent at temperature 0")
+    max_new_tokens: PositiveInt = Field(128, description="Token budget per prompt")
+    time_budget_s: Annotated[float, Field(gt=0)] = Field(10.0, description="Whole calibration must finish within this")
+
+
+class Gate(Frozen):
+    """What the gate must see beyond the per-optimization evidence."""
+
+    baseline_decode_tok_s: Annotated[float, Field(gt=0)] | None = Field(
+        None, description="Measured baseline decode speed on this hardware; a stacked profile slower than it is refused"
+    )
+    min_decode_tok_s: Annotated[float, Field(gt=0)] | None = Field(None, description="Absolute decode-speed floor")
+    calibration: Calibration = Calibration()
+
+
+class Profile(Frozen):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", description="Equals the file name without .yaml")
+    description: str = Field(min_length=1, description="One line shown by `invoke profiles`")
+    extends: tuple[str, ...] = Field((), description="Parent profiles, merged in order before this file")
+    image: str = Field("spark-fork", description="Engine image key in images.lock.yaml")
+    batch_size: PositiveInt = Field(1, description="Concurrent requests the deployment is tuned for")
+    model: ModelSource = ModelSource()
+    sglang: SGLangArgs = SGLangArgs()
+    optimizations: Optimizations = Optimizations()
+    env: dict[str, str] = Field(default_factory=dict, description="Extra engine environment (same rules apply)")
+    gate: Gate = Gate()
+
+    @field_validator("description")
+    @classmethod
+    def _one_line(cls, value: str) -> str:
+        if "\n" in value.strip():
+            raise ValueError("must be a single line")
+        return value.strip()
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not key.replace("_", "a").isalnum() or key[0].isdigit():
+                raise ValueError(f"{key!r} is not a valid environment variable name")
+        return dict(sorted(value.items()))
+
+    def requested(self) -> list[str]:
+        """Optimization keys this profile asks for, in canonical order."""
+        return [key for key, settings in self.optimizations if settings.enabled]

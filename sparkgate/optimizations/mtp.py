@@ -1,0 +1,117 @@
+"""MTP speculative decoding with the checkpoint's NEXTN layer (3 draft steps, 4-position verify)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import Field
+
+from sparkgate import fork
+from sparkgate import sglang_flags as F
+from sparkgate.frozen import Frozen
+
+if TYPE_CHECKING:
+    from sparkgate.context import RuleContext
+    from sparkgate.model import Profile
+    from sparkgate.problems import Problem
+
+KEY = "mtp"
+OWNED_ENV: tuple[str, ...] = ()
+DRAFT_MODEL_CLASS = "BailingMoeForCausalLMNextN"
+RESOLVED_ALGORITHM = "EAGLE"  # SGLang resolves NEXTN to EAGLE and reports that in /server_info
+
+
+class Settings(Frozen):
+    enabled: bool = False
+    algorithm: Literal["NEXTN"] = "NEXTN"
+    num_steps: Annotated[int, Field(ge=1)] = 3
+    eagle_topk: Annotated[int, Field(ge=1)] = 1
+    num_draft_tokens: Annotated[int, Field(ge=2)] = 4
+    draft_model_path: str | None = Field(None, description="Defaults to model.path (the NEXTN layer ships in it)")
+    min_accept_length: Annotated[float, Field(gt=1.0)] = Field(
+        2.0, description="Gate floor for the measured accept length; a broken draft reads 1.00"
+    )
+
+
+def flags(profile: Profile) -> dict[str, object]:
+    settings = profile.optimizations.mtp
+    if not settings.enabled:
+        return {}
+    return {
+        F.SPECULATIVE_ALGORITHM: settings.algorithm,
+        F.SPECULATIVE_DRAFT_MODEL_PATH: settings.draft_model_path or profile.model.path,
+        F.SPECULATIVE_NUM_STEPS: settings.num_steps,
+        F.SPECULATIVE_EAGLE_TOPK: settings.eagle_topk,
+        F.SPECULATIVE_NUM_DRAFT_TOKENS: settings.num_draft_tokens,
+    }
+
+
+def env(profile: Profile) -> dict[str, str]:
+    return {}
+
+
+def rules(ctx: RuleContext) -> list[Problem]:
+    from sparkgate.optimizations import fp8_lm_head
+
+    problems = []
+    settings = ctx.profile.optimizations.mtp
+    if not settings.enabled:
+        for occurrence in ctx.plan.options:
+            if occurrence.option in F.SPECULATIVE_FLAGS:
+                problems.append(
+                    ctx.problem(
+                        [occurrence.field],
+                        f"sets {occurrence.option} outside optimizations.mtp, so the gate would never check "
+                        "the draft's acceptance",
+                        "configure speculative decoding under optimizations.mtp instead",
+                    )
+                )
+        return problems
+    if settings.eagle_topk == 1 and settings.num_draft_tokens != settings.num_steps + 1:
+        problems.append(
+            ctx.problem(
+                ["optimizations.mtp.num_draft_tokens", "optimizations.mtp.num_steps"],
+                f"with eagle_topk 1 the verify window is num_steps + 1 = {settings.num_steps + 1}, "
+                f"got num_draft_tokens {settings.num_draft_tokens} (SGLang would silently rewrite it)",
+                f"set num_draft_tokens: {settings.num_steps + 1}",
+            )
+        )
+    fp8_fields = fp8_lm_head.requested_by(ctx)
+    if fp8_fields and not ctx.image.capabilities.nextn_lm_head_module_sharing:
+        problems.append(
+            ctx.problem(
+                ["optimizations.mtp.enabled", fp8_fields[0], "image"],
+                f"MTP with the FP8 LM head needs an image whose {DRAFT_MODEL_CLASS} draft shares the target's "
+                f"whole LM-head module; image {ctx.profile.image!r} shares only the weight tensor, so the draft "
+                "reads FP8 weights without their scales: accept length collapses to 1.00 and decode falls to "
+                "~24 tok/s, below the 37.8 tok/s baseline",
+                "use an image with nextn_lm_head_module_sharing: true (spark-fork), or drop one of the two",
+            )
+        )
+    if fp8_fields:
+        for occurrence in ctx.plan.options_for(F.SPECULATIVE_TOKEN_MAP):
+            problems.append(
+                ctx.problem(
+                    [occurrence.field, fp8_fields[0]],
+                    f"{F.SPECULATIVE_TOKEN_MAP} makes SGLang skip the draft's LM-head module share, which the "
+                    "FP8 head needs (accept length would collapse to 1.00)",
+                    f"remove {F.SPECULATIVE_TOKEN_MAP}",
+                )
+            )
+    return problems
+
+
+def expectations(profile: Profile) -> dict:
+    settings = profile.optimizations.mtp
+    return {
+        "requested": settings.enabled,
+        "algorithm": settings.algorithm,
+        "resolved_algorithm": RESOLVED_ALGORITHM,
+        "num_steps": settings.num_steps,
+        "eagle_topk": settings.eagle_topk,
+        "num_draft_tokens": settings.num_draft_tokens,
+        "draft_model_class": DRAFT_MODEL_CLASS,
+        "min_accept_length": settings.min_accept_length,
+        "module_sharing_required": settings.enabled and profile.optimizations.fp8_lm_head.enabled,
+        "module_sharing_draft_classes": list(fork.FORK_MODULE_SHARING_DRAFT_CLASSES),
+    }

@@ -1,0 +1,28 @@
+"""Refusals that name the file, the field, what is wrong and how to fix it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    fields: tuple[str, ...]
+    message: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {' + '.join(self.fields)}: {self.message}. Fix: {self.fix}"
+
+
+class ProfileError(Exception):
+    """Raised when a profile cannot be turned into a launch; nothing has been written."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+def single(file: str, field: str, message: str, fix: str) -> ProfileError:
+    return ProfileError([Problem(file, (field,), message, fix)])

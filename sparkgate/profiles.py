@@ -1,0 +1,204 @@
+"""Load a profile: read YAML, resolve `extends:` (ordered deep merge), validate into the model, then run
+the launch rules. Every refusal names the file and field that caused it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from sparkgate.context import RuleContext
+from sparkgate.images import load_lock
+from sparkgate.launch import LaunchPlan, plan_launch
+from sparkgate.model import Profile
+from sparkgate.paths import profiles_dir, repo_root
+from sparkgate.problems import Problem, ProfileError, single
+from sparkgate.rules import check
+
+Path_ = tuple[str, ...]
+
+
+def display(path: Path) -> str:
+    """Repo-relative where possible: messages should read `profiles/all-three.yaml`."""
+    try:
+        return str(path.resolve().relative_to(repo_root().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def locate(reference: str, relative_to: Path | None = None) -> Path:
+    """A bare name means profiles/<name>.yaml; anything with a slash or a .yaml suffix is a path."""
+    if "/" in reference or reference.endswith((".yaml", ".yml")):
+        path = Path(reference).expanduser()
+        if not path.is_absolute() and relative_to is not None:
+            path = relative_to / path
+        return path
+    return profiles_dir() / f"{reference}.yaml"
+
+
+def available_profiles() -> list[str]:
+    return sorted(p.stem for p in profiles_dir().glob("*.yaml"))
+
+
+@dataclass
+class _Merged:
+    data: dict[str, Any] = field(default_factory=dict)
+    origins: dict[Path_, str] = field(default_factory=dict)  # leaf path -> file that set it last
+
+
+def _merge_into(target: dict, origins: dict, source: dict, origin: str, prefix: Path_ = ()) -> None:
+    for key, value in source.items():
+        path = prefix + (str(key),)
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge_into(target[key], origins, value, origin, path)
+            continue
+        if isinstance(value, dict):
+            target[key] = {}
+            _merge_into(target[key], origins, value, origin, path)
+            if not value:
+                origins[path] = origin
+            continue
+        # Scalars and lists replace whatever a parent set (lists are not concatenated).
+        target[key] = value
+        for stale in [p for p in origins if p[: len(path)] == path]:
+            del origins[stale]
+        origins[path] = origin
+
+
+def _read(path: Path) -> dict[str, Any]:
+    shown = display(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise single(shown, "(file)", "no such profile file", "check the name; `invoke profiles` lists them") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "(file)"
+        raise single(shown, where, f"not valid YAML ({getattr(exc, 'problem', exc)})", "fix the YAML syntax") from None
+    if not isinstance(data, dict):
+        raise single(shown, "(file)", "a profile must be a YAML mapping", "start with `name:` and `description:`")
+    return data
+
+
+def _linearize(path: Path, chain: tuple[Path, ...], order: list[tuple[Path, dict]]) -> list[str]:
+    """Depth-first, parents before children, each file once: a profile reached through two parents
+    (baseline under both humming and mtp) is applied once, first, so it cannot undo a sibling's change."""
+    shown = display(path)
+    if path.resolve() in chain:
+        cycle = " -> ".join(display(p) for p in (*chain, path.resolve()))
+        raise single(shown, "extends", f"inheritance cycle: {cycle}", "remove one of the extends entries")
+    data = _read(path)
+    parents = data.get("extends", [])
+    if isinstance(parents, str):
+        parents = [parents]
+    if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
+        raise single(shown, "extends", "must be a list of profile names or paths", "write e.g. `extends: [baseline]`")
+    for required in ("name", "description"):
+        if required not in data:
+            raise single(shown, required, "missing", f"every profile file sets its own {required}")
+    for parent in parents:
+        parent_path = locate(parent, path.parent)
+        if not parent_path.exists():
+            raise single(
+                shown,
+                "extends",
+                f"unknown parent profile {parent!r} (looked for {display(parent_path)})",
+                f"use one of: {', '.join(available_profiles())}, or a path to a YAML file",
+            )
+        if any(seen.resolve() == parent_path.resolve() for seen, _ in order):
+            continue
+        _linearize(parent_path, (*chain, path.resolve()), order)
+    order.append((path, data))
+    return list(parents)
+
+
+def _resolve(path: Path) -> _Merged:
+    order: list[tuple[Path, dict]] = []
+    parents = _linearize(path, (), order)
+    merged = _Merged()
+    for file_path, data in order:
+        own = {k: v for k, v in data.items() if k != "extends"}
+        _merge_into(merged.data, merged.origins, own, display(file_path))
+    merged.data["extends"] = parents
+    return merged
+
+
+@dataclass(frozen=True)
+class LoadedProfile:
+    profile: Profile
+    plan: LaunchPlan
+    path: Path
+    origins: dict[Path_, str]
+
+    @property
+    def source(self) -> str:
+        return display(self.path)
+
+    def file_of(self, dotted: str) -> str:
+        return _file_of(self.origins, dotted, self.source)
+
+
+def _split(dotted: str) -> Path_:
+    return tuple(part for part in dotted.replace("]", "").replace("[", ".").split(".") if part)
+
+
+def _file_of(origins: dict[Path_, str], dotted: str, default: str) -> str:
+    path = _split(dotted)
+    while path:
+        if path in origins and origins[path]:
+            return origins[path]
+        below = [origins[p] for p in origins if p[: len(path)] == path and origins[p]]
+        if below:
+            return below[-1]
+        path = path[:-1]
+    return default
+
+
+def _validation_problems(exc: ValidationError, origins: dict[Path_, str], default: str) -> list[Problem]:
+    problems = []
+    for error in exc.errors():
+        dotted = ".".join(str(part) for part in error["loc"]) or "(profile)"
+        kind = error["type"]
+        if kind == "extra_forbidden":
+            fix = "remove it (unknown key; schema/profile.schema.json lists the allowed keys)"
+        elif kind == "missing":
+            fix = "add it"
+        else:
+            fix = "see schema/profile.schema.json for the allowed values"
+        message = error["msg"]
+        if "input" in error and kind != "missing" and not isinstance(error["input"], dict):
+            message += f" (got {error['input']!r})"
+        problems.append(Problem(_file_of(origins, dotted, default), (dotted,), message, fix))
+    return problems
+
+
+def load(reference: str) -> LoadedProfile:
+    """Resolve, validate and plan a profile; raise ProfileError naming file and field on any fault."""
+    path = locate(reference)
+    merged = _resolve(path)
+    shown = display(path)
+    try:
+        profile = Profile.model_validate(merged.data)
+    except ValidationError as exc:
+        raise ProfileError(_validation_problems(exc, merged.origins, shown)) from None
+    if profile.name != path.stem:
+        raise single(shown, "name", f"is {profile.name!r} but the file is {path.name}", f"set name: {path.stem}")
+    lock = load_lock()
+    if profile.image not in lock.engine_images:
+        raise single(
+            _file_of(merged.origins, "image", shown),
+            "image",
+            f"unknown engine image {profile.image!r}",
+            f"use one of: {', '.join(sorted(lock.engine_images))} (images.lock.yaml)",
+        )
+    plan = plan_launch(profile)
+    loaded = LoadedProfile(profile, plan, path, merged.origins)
+    problems = check(RuleContext(profile, plan, lock.engine_images[profile.image], loaded.file_of, shown))
+    if problems:
+        raise ProfileError(problems)
+    return loaded
