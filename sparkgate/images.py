@@ -48,6 +48,11 @@ class ImageLock(Frozen):
     sglang_fork: SGLangFork
     python_packages: dict[str, str]
     engine_images: dict[str, EngineImage]
+    local_images: dict[str, str]
+
+    def engine_ref(self, key: str) -> str:
+        image = self.engine_images[key]
+        return f"{image.tag}@{image.digest}" if image.digest else image.tag
 
 
 LOCK_FILE = "images.lock.yaml"

@@ -1,0 +1,5 @@
+import sys
+
+from sparkgate.cli import main
+
+sys.exit(main())

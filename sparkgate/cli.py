@@ -1,0 +1,194 @@
+"""`sparkgate` console script: what must also run without invoke (inside containers, in CI)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from sparkgate.problems import ProfileError
+
+EXIT_INVALID = 1
+EXIT_USAGE = 2
+
+
+def _load(reference: str):
+    from sparkgate import profiles
+
+    return profiles.load(reference)
+
+
+def cmd_profiles(args: argparse.Namespace) -> int:
+    from sparkgate import display
+
+    display.console().print(display.profiles_table())
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    loaded = _load(args.profile)
+    print(f"{loaded.source}: valid ({', '.join(loaded.profile.requested()) or 'no optimizations'})")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from sparkgate import display
+
+    loaded = _load(args.profile)
+    out = display.console()
+    for table in display.launch_tables(loaded):
+        out.print(table)
+    out.print(display.command_line(loaded))
+    return 0
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from sparkgate import render
+
+    loaded = _load(args.profile)
+    options = render.RenderOptions(target=args.target, sim_time_scale=args.sim_time_scale)
+    if args.dry_run:
+        for name, text in render.render_files(loaded, options).items():
+            print(f"--- {name} ({len(text)} bytes)")
+        return 0
+    out = render.render(loaded, options, Path(args.out) if args.out else None)
+    print(f"rendered {loaded.source} for target {args.target} -> {out}")
+    return 0
+
+
+def _sync(path: Path, text: str, check: bool, what: str, regenerate: str) -> int:
+    from sparkgate.render import write_file_atomically
+
+    if check:
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current != text:
+            print(f"{path}: stale {what}; regenerate with `{regenerate}`", file=sys.stderr)
+            return EXIT_INVALID
+        print(f"{path}: up to date")
+        return 0
+    write_file_atomically(path, text)
+    print(f"wrote {path}")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from sparkgate import schema
+
+    return _sync(schema.committed_schema_path(), schema.schema_text(), args.check, "profile schema", "invoke schema")
+
+
+def cmd_top_level(args: argparse.Namespace) -> int:
+    from sparkgate import render
+    from sparkgate.paths import repo_root
+
+    text = render.top_level_compose(_load(render.TOP_LEVEL_PROFILE))
+    return _sync(repo_root() / "compose.yaml", text, args.check, "top-level compose.yaml", "invoke render-top-level")
+
+
+def cmd_manifest(args: argparse.Namespace) -> int:
+    from importlib import resources
+
+    from sparkgate import sglang_cli
+
+    manifest = sglang_cli.generate_manifest()
+    if manifest["sglang_version"] != sglang_cli.SGLANG_VERSION:
+        print(
+            f"installed sglang is {manifest['sglang_version']}, sparkgate pins {sglang_cli.SGLANG_VERSION}; "
+            f"install sglang=={sglang_cli.SGLANG_VERSION} first",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
+    path = Path(str(resources.files("sparkgate.data").joinpath(sglang_cli.MANIFEST_RESOURCE)))
+    return _sync(path, sglang_cli.manifest_text(manifest), args.check, "SGLang CLI manifest", "invoke manifest")
+
+
+def cmd_parse_with_sglang(args: argparse.Namespace) -> int:
+    """Parse a profile's argv with SGLang's own parser (allow_abbrev=False) - CI cross-check."""
+    from sparkgate import sglang_cli
+
+    loaded = _load(args.profile)
+    parser = sglang_cli.build_sglang_parser(with_fork_options=True)
+    namespace = parser.parse_args(list(loaded.plan.argv))  # exits 2 on rejection, like SGLang
+    print(f"{loaded.source}: SGLang's parser accepts the argv ({len(vars(namespace))} fields)")
+    return 0
+
+
+def cmd_engine(args: argparse.Namespace) -> int:
+    from sparkgate import engine_entrypoint
+
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    return engine_entrypoint.run(args.launcher, Path(args.log_file) if args.log_file else None, argv)
+
+
+def cmd_healthcheck(args: argparse.Namespace) -> int:
+    from sparkgate import healthcheck
+
+    return healthcheck.check(args.url, args.timeout)
+
+
+def cmd_build_guard(args: argparse.Namespace) -> int:
+    from sparkgate import build_guard
+
+    results = build_guard.run_all()
+    for result in results:
+        print(f"[{'ok' if result.ok else 'MISSING'}] {result.name}: {result.detail}")
+    if all(r.ok for r in results):
+        return 0
+    print("sparkgate build guard: this SGLang cannot serve the profiles; refusing the image", file=sys.stderr)
+    return EXIT_INVALID
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sparkgate", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def with_profile(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("--profile", required=True, help="name in profiles/ or path to a YAML file")
+        return p
+
+    sub.add_parser("profiles", help="list shipped profiles").set_defaults(func=cmd_profiles)
+    with_profile(sub.add_parser("validate", help="validate a profile")).set_defaults(func=cmd_validate)
+    with_profile(sub.add_parser("show", help="argv, env and expected evidence")).set_defaults(func=cmd_show)
+    render_p = with_profile(sub.add_parser("render", help="render build/<profile>/"))
+    render_p.add_argument("--target", choices=["spark", "sim"], default="spark")
+    render_p.add_argument("--out", help="output directory (default build/<profile>)")
+    render_p.add_argument("--sim-time-scale", type=float, default=0.05)
+    render_p.add_argument("--dry-run", action="store_true")
+    render_p.set_defaults(func=cmd_render)
+    for name, func, help_text in (
+        ("schema", cmd_schema, "write schema/profile.schema.json"),
+        ("render-top-level", cmd_top_level, "write the committed compose.yaml (all-three, spark)"),
+        ("manifest", cmd_manifest, "regenerate the SGLang CLI manifest from the installed sglang"),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--check", action="store_true", help="fail if the committed file is stale")
+        p.set_defaults(func=func)
+    with_profile(sub.add_parser("parse-with-sglang", help="parse argv with SGLang's own parser")).set_defaults(
+        func=cmd_parse_with_sglang
+    )
+    engine = sub.add_parser("engine", help="container entrypoint: guard, then run the engine")
+    engine.add_argument("--launcher", choices=["spark", "sim"], required=True)
+    engine.add_argument("--log-file")
+    engine.add_argument("argv", nargs=argparse.REMAINDER)
+    engine.set_defaults(func=cmd_engine)
+    health = sub.add_parser("healthcheck", help="exit 0 if URL answers 200")
+    health.add_argument("--url", required=True)
+    health.add_argument("--timeout", type=float, default=5.0)
+    health.set_defaults(func=cmd_healthcheck)
+    sub.add_parser("build-guard", help="fail unless the installed SGLang has the fork patches").set_defaults(
+        func=cmd_build_guard
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ProfileError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_INVALID
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""expectations.json: what the gate must observe for a profile (read by `sparkgate verify`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sparkgate.images import load_lock
+from sparkgate.optimizations import REGISTRY
+from sparkgate.sglang_cli import SGLANG_VERSION
+
+if TYPE_CHECKING:
+    from sparkgate.profiles import LoadedProfile
+
+EXPECTATIONS_VERSION = 1
+
+
+def build(loaded: LoadedProfile, target: str, time_scale: float) -> dict:
+    profile = loaded.profile
+    image = load_lock().engine_images[profile.image]
+    return {
+        "expectations_version": EXPECTATIONS_VERSION,
+        "generated_from": loaded.source,
+        "profile": profile.name,
+        "target": target,
+        # Wall-clock durations measured against the simulator are scaled by this (1.0 on a Spark).
+        "time_scale": time_scale,
+        "engine": {
+            "sglang_version": SGLANG_VERSION,
+            "image": profile.image,
+            "image_capabilities": image.capabilities.model_dump(mode="json"),
+            "model_path": profile.model.path,
+            "served_model_name": profile.model.served_name,
+            "architecture": profile.model.architecture,
+            "port": profile.sglang.port,
+        },
+        "batch_size": profile.batch_size,
+        "cuda_graph": {"decode_required": True},
+        "requested": profile.requested(),
+        "optimizations": {key: module.expectations(profile) for key, module in REGISTRY.items()},
+        "speed": {
+            "baseline_decode_tok_s": profile.gate.baseline_decode_tok_s,
+            "min_decode_tok_s": profile.gate.min_decode_tok_s,
+            # Only stacked profiles must beat the baseline; the baseline itself is the reference.
+            "must_beat_baseline": bool(profile.requested()),
+        },
+        "calibration": profile.gate.calibration.model_dump(mode="json"),
+    }

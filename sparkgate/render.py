@@ -1,0 +1,171 @@
+"""Render a validated profile into build/<profile>/: compose.yaml, engine.env, argv.json,
+expectations.json and manifest.json. Decisions are made here; templates only substitute.
+
+Writes are atomic (a temp directory renamed into place) and deterministic (no timestamps), so a
+re-render is byte-identical and a failed render leaves the previous bundle untouched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from sparkgate import expectations
+from sparkgate import sglang_flags as F
+from sparkgate.images import load_lock
+from sparkgate.paths import build_dir, templates_dir
+from sparkgate.profiles import LoadedProfile
+
+TARGETS = ("spark", "sim")
+ENGINE_LOG = "/var/log/sparkgate/engine.log"
+# The simulator runs this much faster than real time unless told otherwise (CI, demos).
+DEFAULT_SIM_TIME_SCALE = 0.05
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    target: str = "spark"
+    sim_time_scale: float = DEFAULT_SIM_TIME_SCALE
+    # Path from the compose file's directory to the bundle files (env_file etc.).
+    bundle_dir: str = "."
+
+
+def _environment() -> Environment:
+    return Environment(
+        loader=FileSystemLoader(str(templates_dir())),
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _bundle_path(options: RenderOptions, name: str) -> str:
+    return name if options.bundle_dir == "." else str(PurePosixPath(options.bundle_dir) / name)
+
+
+def compose_context(loaded: LoadedProfile, options: RenderOptions) -> dict:
+    profile = loaded.profile
+    lock = load_lock()
+    engine_image = lock.engine_ref(profile.image) if options.target == "spark" else lock.local_images["sim"]
+    model_dir_name = PurePosixPath(profile.model.path).name
+    humming_root = str(PurePosixPath(profile.optimizations.humming.cache_dir).parent)
+    capabilities = lock.engine_images[profile.image].capabilities
+    return {
+        "project": f"sparkgate-{profile.name}",
+        "engine_image": engine_image,
+        "engine_entrypoint": [
+            "sparkgate", "engine", "--launcher", options.target, "--log-file", ENGINE_LOG, "--",
+        ],
+        "argv": list(loaded.plan.argv),
+        "env_file": _bundle_path(options, "engine.env"),
+        "model_mount": f"${{SPARKGATE_MODEL_DIR:-${{HOME}}/models/{model_dir_name}}}:{profile.model.path}:ro",
+        "humming_cache_root": humming_root,
+        "healthcheck": [
+            "CMD", "sparkgate", "healthcheck", "--url", f"http://127.0.0.1:{profile.sglang.port}/health",
+        ],
+        "sim_environment": {
+            # The simulator mirrors the engine image the profile names: fork or stock SGLang.
+            "SPARKGATE_SIM_IMAGE": "fork" if F.FP8_LM_HEAD_ENV in capabilities.declared_env else "stock",
+            "SPARKGATE_SIM_TIME_SCALE": str(options.sim_time_scale),
+        },
+    }
+
+
+def render_files(loaded: LoadedProfile, options: RenderOptions) -> dict[str, str]:
+    """All bundle files as {name: text}; nothing touches the disk."""
+    if options.target not in TARGETS:
+        raise ValueError(f"unknown target {options.target!r}; choose from {', '.join(TARGETS)}")
+    env = _environment()
+    profile = loaded.profile
+    header = (
+        f"generated from {loaded.source} by `sparkgate render --profile {profile.name} "
+        f"--target {options.target}` - do not edit"
+    )
+    time_scale = options.sim_time_scale if options.target == "sim" else 1.0
+    files = {
+        "compose.yaml": env.get_template(f"compose/{options.target}.yaml.j2").render(
+            header=header, **compose_context(loaded, options)
+        ),
+        "engine.env": env.get_template("engine.env.j2").render(
+            header=header, env_lines=F.env_lines(loaded.plan.env_map().items())
+        ),
+        "argv.json": env.get_template("argv.json.j2").render(argv=list(loaded.plan.argv)),
+        "expectations.json": env.get_template("expectations.json.j2").render(
+            expectations=expectations.build(loaded, options.target, time_scale)
+        ),
+    }
+    lock = load_lock()
+    manifest = {
+        "generated_from": loaded.source,
+        "note": "generated - do not edit",
+        "profile": profile.name,
+        "target": options.target,
+        "profile_sha256": _sha256(json.dumps(profile.model_dump(mode="json"), sort_keys=True)),
+        "requested": profile.requested(),
+        "images": {
+            "engine": compose_context(loaded, options)["engine_image"],
+            "engine_image_key": profile.image,
+            "engine_image_pinned": bool(lock.engine_images[profile.image].digest),
+        },
+        "sglang_fork": lock.sglang_fork.model_dump(mode="json"),
+        "files": {name: _sha256(text) for name, text in sorted(files.items())},
+    }
+    files["manifest.json"] = env.get_template("manifest.json.j2").render(manifest=manifest)
+    return files
+
+
+def write_atomically(directory: Path, files: dict[str, str]) -> None:
+    """Replace `directory` with exactly `files`, never leaving a half-written bundle behind."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    try:
+        for name, text in files.items():
+            (staging / name).write_text(text, encoding="utf-8")
+        if directory.exists():
+            retired = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old.", dir=directory.parent))
+            os.rename(directory, retired / directory.name)
+            os.rename(staging, directory)
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            os.rename(staging, directory)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def write_file_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def render(loaded: LoadedProfile, options: RenderOptions, out: Path | None = None) -> Path:
+    out = out or build_dir() / loaded.profile.name
+    write_atomically(out, render_files(loaded, options))
+    return out
+
+
+# The committed top-level compose.yaml: the all-three spark render, pointing at build/all-three/.
+TOP_LEVEL_PROFILE = "all-three"
+
+
+def top_level_compose(loaded: LoadedProfile) -> str:
+    options = RenderOptions(target="spark", bundle_dir=f"build/{loaded.profile.name}")
+    return render_files(loaded, options)["compose.yaml"]

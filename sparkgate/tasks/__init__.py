@@ -1,0 +1,1 @@
+"""invoke collections; the top-level tasks.py only assembles them."""

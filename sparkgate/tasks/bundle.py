@@ -1,0 +1,71 @@
+"""Profiles -> validated launch -> rendered bundle."""
+
+from __future__ import annotations
+
+from invoke import Collection, Exit, task
+
+from sparkgate import cli
+from sparkgate.problems import ProfileError
+
+
+def _run(argv: list[str]) -> None:
+    """Run a `sparkgate` subcommand in-process; a refusal becomes `Exit` with its one-line reason."""
+    try:
+        code = cli.main(argv)
+    except ProfileError as exc:  # cli.main already handles this; kept for direct callers
+        raise Exit(str(exc), code=1) from None
+    if code:
+        raise Exit(code=code)
+
+
+@task
+def profiles(c):
+    """List shipped profiles with their optimizations and descriptions."""
+    _run(["profiles"])
+
+
+@task(help={"profile": "profile name in profiles/ or a path to a YAML file"})
+def validate(c, profile):
+    """Validate a profile (schema, SGLang flags, conflict rules); writes nothing."""
+    _run(["validate", "--profile", profile])
+
+
+@task(help={"profile": "profile name or YAML path"})
+def show(c, profile):
+    """Show a profile's SGLang argv, engine env and the evidence the gate will require."""
+    _run(["show", "--profile", profile])
+
+
+@task(
+    help={
+        "profile": "profile name or YAML path",
+        "target": "spark (default) or sim",
+        "dry_run": "list the files without writing them",
+        "sim_time_scale": "simulator speed-up for the sim target (0.05 = 20x faster)",
+    }
+)
+def render(c, profile, target="spark", dry_run=False, sim_time_scale=0.05):
+    """Render build/<profile>/ (compose.yaml, engine.env, argv.json, expectations.json, manifest.json)."""
+    argv = ["render", "--profile", profile, "--target", target, "--sim-time-scale", str(sim_time_scale)]
+    _run(argv + (["--dry-run"] if dry_run else []))
+
+
+@task(help={"check": "fail instead of writing when the committed file is stale"})
+def schema(c, check=False):
+    """Export the profile model's JSON Schema to schema/profile.schema.json."""
+    _run(["schema"] + (["--check"] if check else []))
+
+
+@task(help={"check": "fail instead of writing when the committed file is stale"})
+def render_top_level(c, check=False):
+    """Write the committed top-level compose.yaml (the all-three render for the spark target)."""
+    _run(["render-top-level"] + (["--check"] if check else []))
+
+
+@task(help={"check": "fail instead of writing when the committed manifest is stale"})
+def manifest(c, check=False):
+    """Regenerate sparkgate/data/sglang-cli-0.5.23.json from the installed sglang==0.5.23."""
+    _run(["manifest"] + (["--check"] if check else []))
+
+
+ns = Collection(profiles, validate, show, render, schema, render_top_level, manifest)
