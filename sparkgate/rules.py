@@ -56,6 +56,19 @@ def _env_problems(ctx: RuleContext) -> list[Problem]:
     problems = []
     seen: dict[str, str] = {}
     for entry in ctx.plan.env:
+        owner = owned.get(entry.canonical)
+        if entry.field.startswith("env.") and owner is not None:
+            if entry.canonical in _CONFLICT_CHECKED_ENV:
+                continue  # the owning optimization's rule gives the specific message
+            why = "set by sparkgate so the gate can read its evidence" if owner == GATE_ORIGIN else f"managed by {owner}"
+            problems.append(
+                ctx.problem(
+                    [entry.field],
+                    f"{entry.canonical} is {why}",
+                    "remove it from env:" + ("" if owner == GATE_ORIGIN else f" and configure {owner} instead"),
+                )
+            )
+            continue
         if entry.canonical in seen and seen[entry.canonical] != entry.field:
             problems.append(
                 ctx.problem(
@@ -65,15 +78,6 @@ def _env_problems(ctx: RuleContext) -> list[Problem]:
                 )
             )
         seen.setdefault(entry.canonical, entry.field)
-        owner = owned.get(entry.canonical)
-        if entry.field.startswith("env.") and owner is not None and entry.canonical not in _CONFLICT_CHECKED_ENV:
-            problems.append(
-                ctx.problem(
-                    [entry.field],
-                    f"{entry.canonical} is managed by {owner}",
-                    f"remove it from env: and configure {owner} instead",
-                )
-            )
     return problems
 
 

@@ -66,7 +66,8 @@ def manifest_from_parser(parser: argparse.ArgumentParser, version: str) -> dict[
             "kind": kind,
             "nargs": action.nargs if isinstance(action.nargs, (int, type(None))) else str(action.nargs),
             "type": _type_name(action),
-            "choices": [str(c) for c in choices] if choices is not None else None,
+            # Sorted: some SGLang choice lists are built from sets, whose order varies per process.
+            "choices": sorted(str(c) for c in choices) if choices is not None else None,
         }
         for option in action.option_strings:
             options[option] = entry
