@@ -2,8 +2,9 @@
 
 from invoke import Collection
 
-from sparkgate.tasks import bundle
+from sparkgate.tasks import bundle, dev
 
 ns = Collection()
-for name, task_obj in bundle.ns.tasks.items():
-    ns.add_task(task_obj, name=name)
+for collection in (bundle.ns, dev.ns):
+    for name, task_obj in collection.tasks.items():
+        ns.add_task(task_obj, name=name)

@@ -138,6 +138,44 @@ def cmd_build_guard(args: argparse.Namespace) -> int:
     return EXIT_INVALID
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    import json
+
+    from sparkgate import display
+    from sparkgate.evidence import logs, report
+    from sparkgate.evidence.verify import verify
+
+    if bool(args.profile) == bool(args.expectations):
+        print("sparkgate verify: give exactly one of --profile or --expectations", file=sys.stderr)
+        return EXIT_USAGE
+    if args.expectations:
+        try:
+            expectations = json.loads(Path(args.expectations).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            print(f"{args.expectations}: cannot read expectations: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    else:
+        from sparkgate import expectations as expectations_mod
+
+        loaded = _load(args.profile)
+        scale = args.time_scale if args.time_scale is not None else (0.05 if args.target == "sim" else 1.0)
+        expectations = expectations_mod.build(loaded, args.target, scale)
+    if args.time_scale is not None:
+        expectations["time_scale"] = args.time_scale
+    if args.log_file and args.container:
+        print("sparkgate verify: give at most one of --log-file or --container", file=sys.stderr)
+        return EXIT_USAGE
+    log = logs.from_file(args.log_file) if args.log_file else logs.from_container(args.container) if args.container else logs.missing()
+    api_key = Path(args.api_key_file).read_text().strip() if args.api_key_file else None
+    out = display.console()
+    verdict = verify(args.engine_url, expectations, log, api_key=api_key, calibrate=not args.no_calibrate,
+                     progress=lambda message: out.print(f"[dim]{message}[/dim]"))
+    report.print_verdict(verdict, out)
+    if args.json:
+        report.write_json(verdict, Path(args.json))
+    return 0 if verdict.passed else EXIT_INVALID
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparkgate", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -178,6 +216,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("build-guard", help="fail unless the installed SGLang has the fork patches").set_defaults(
         func=cmd_build_guard
     )
+    verify_p = sub.add_parser("verify", help="prove from runtime evidence that the profile's optimizations engaged")
+    verify_p.add_argument("--profile", help="profile name or YAML path (expectations built from it)")
+    verify_p.add_argument("--expectations", help="a rendered expectations.json instead of --profile")
+    verify_p.add_argument("--target", choices=["spark", "sim"], default="spark")
+    verify_p.add_argument("--engine-url", required=True, help="the engine itself, e.g. http://127.0.0.1:30000")
+    verify_p.add_argument("--log-file", help="engine log file")
+    verify_p.add_argument("--container", help="read the engine log with `docker logs CONTAINER`")
+    verify_p.add_argument("--json", help="write the verdict JSON here (atomically)")
+    verify_p.add_argument("--time-scale", type=float, help="simulator time scale (engine time per wall second)")
+    verify_p.add_argument("--api-key-file", help="file holding the engine's API key, if it has one")
+    verify_p.add_argument("--no-calibrate", action="store_true", help="skip calibration (cheap re-check; speed and accept checks then fail)")
+    verify_p.set_defaults(func=cmd_verify)
     return parser
 
 

@@ -13,7 +13,10 @@ from sparkgate.profiles import LoadedProfile
 
 
 def console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    # Logs and CI have no terminal: give tables room instead of rich's 80-column default.
+    probe = Console(stderr=stderr)
+    width = None if probe.is_terminal else 160
+    return Console(stderr=stderr, highlight=False, width=width)
 
 
 def profiles_table() -> Table:

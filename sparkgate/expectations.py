@@ -25,7 +25,8 @@ def build(loaded: LoadedProfile, target: str, time_scale: float) -> dict:
         # Wall-clock durations measured against the simulator are scaled by this (1.0 on a Spark).
         "time_scale": time_scale,
         "engine": {
-            "sglang_version": SGLANG_VERSION,
+            # The simulator answers like stock SGLang; a real image reports its own build's version.
+            "sglang_version": SGLANG_VERSION if target == "sim" else image.sglang_version,
             "image": profile.image,
             "image_capabilities": image.capabilities.model_dump(mode="json"),
             "model_path": profile.model.path,

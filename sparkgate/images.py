@@ -39,6 +39,7 @@ class EngineImage(Frozen):
     description: str
     tag: str
     digest: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$")
+    sglang_version: str
     capabilities: Capabilities
 
 

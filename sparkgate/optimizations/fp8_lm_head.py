@@ -13,6 +13,8 @@ from sparkgate.frozen import Frozen
 
 if TYPE_CHECKING:
     from sparkgate.context import RuleContext
+    from sparkgate.evidence.gather import Evidence
+    from sparkgate.evidence.results import CheckResult
     from sparkgate.model import Profile
     from sparkgate.problems import Problem
 
@@ -85,3 +87,57 @@ def expectations(profile: Profile) -> dict:
         "log_signature": LOG_SIGNATURE,
         "log_signature_count": 1,
     }
+
+
+# --- evidence ------------------------------------------------------------------------------------
+
+
+def checks(ev: Evidence) -> list[CheckResult]:
+    from sparkgate.evidence.gather import shown
+    from sparkgate.evidence.results import checked, failed
+
+    results = []
+    fp32 = ev.server_arg("enable_fp32_lm_head")
+    results.append(checked(
+        "fp8_lm_head.config_echo", fp32 is False, shown(fp32), False, "GET /server_info enable_fp32_lm_head",
+        "the engine runs with --enable-fp32-lm-head, which excludes the FP8 head: redeploy the rendered bundle",
+    ))
+    state = ev.internal_state()
+    env_vars = state.get("env_vars") if state else None
+    if not isinstance(env_vars, dict):
+        results.append(failed(
+            "fp8_lm_head.env_declared", "env_vars absent", f"{ENV}=1 listed", "/server_info internal_states[0].env_vars",
+            "the engine was not started with SGLANG_EXPOSE_OWN_ENV_VARS=1 (set by every rendered bundle), "
+            "so there is no proof the image knows the variable",
+        ))
+    else:
+        value = env_vars.get(ENV)
+        results.append(checked(
+            "fp8_lm_head.env_declared", value is not None and str(value).lower() in ("1", "true"), value, "1",
+            "/server_info internal_states[0].env_vars",
+            f"this SGLang does not declare {ENV}: it is stock SGLang (not the inclusionAI fork), which ignores the "
+            "variable silently; deploy the spark-fork image",
+        ))
+    head = (((ev.engagement() or {}).get("target") or {}).get("lm_head"))
+    if not isinstance(head, dict):
+        results.append(failed("fp8_lm_head.target_head", head, "FP8 weight with scales",
+                              "/server_info internal_states[0].engagement", "no LM-head facts from the probe"))
+    else:
+        observed = {k: head.get(k) for k in ("weight_dtype", "has_weight_scale", "quant_method")}
+        ok = head.get("weight_dtype") in FP8_WEIGHT_DTYPES and head.get("has_weight_scale") is True
+        results.append(checked(
+            "fp8_lm_head.target_head", ok, observed, {"weight_dtype": FP8_WEIGHT_DTYPES[0], "has_weight_scale": True},
+            "/server_info internal_states[0].engagement target.lm_head",
+            "the target LM head is not FP8: the image's SGLang ignored the variable or the patch did not apply",
+        ))
+    if ev.log is None or ev.log.text is None:
+        results.append(failed("fp8_lm_head.log_signature", ev.log.error if ev.log else "no log",
+                              f"exactly 1x '{LOG_SIGNATURE}'", "engine log", "give the engine log"))
+    else:
+        seen = ev.log.count(LOG_SIGNATURE)
+        results.append(checked(
+            "fp8_lm_head.log_signature", seen == 1, f"{seen}x", f"exactly 1x '{LOG_SIGNATURE}'", ev.log.source,
+            "0 means the head was never quantized (stock image or env not passed); more than 1 means the log "
+            "holds several starts or the draft quantized its own head; check the current log only",
+        ))
+    return results

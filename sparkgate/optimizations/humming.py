@@ -9,6 +9,8 @@ from sparkgate.frozen import Frozen
 
 if TYPE_CHECKING:
     from sparkgate.context import RuleContext
+    from sparkgate.evidence.gather import Evidence
+    from sparkgate.evidence.results import CheckResult
     from sparkgate.model import Profile
     from sparkgate.problems import Problem
 
@@ -70,3 +72,46 @@ def expectations(profile: Profile) -> dict:
         "engaged_moe_methods": list(ENGAGED_MOE_METHODS),
         "log_signature": LOG_SIGNATURE,
     }
+
+
+# --- evidence ------------------------------------------------------------------------------------
+
+
+def checks(ev: Evidence) -> list[CheckResult]:
+    from sparkgate.evidence.gather import shown
+    from sparkgate.evidence.results import checked, failed
+
+    results = []
+    backend = ev.server_arg("moe_runner_backend")
+    results.append(checked(
+        "humming.config_echo", backend == BACKEND, shown(backend), BACKEND, "GET /server_info moe_runner_backend",
+        "the engine was not launched with --moe-runner-backend humming: redeploy this profile's bundle",
+    ))
+    report = ev.engagement()
+    source = "/server_info internal_states[0].engagement moe_layers"
+    for role in ("target", "draft") if ev.requested("mtp") else ("target",):
+        layers = ((report or {}).get(role) or {}).get("moe_layers")
+        name = f"humming.moe_layers_{role}"
+        if not isinstance(layers, dict) or not layers:
+            results.append(failed(name, layers, f"every MoE layer on {'/'.join(ENGAGED_MOE_METHODS)} + humming",
+                                  source, "no MoE-layer facts from the probe (see engine.probe_report)"))
+            continue
+        off = {key: count for key, count in layers.items()
+               if key.rsplit("/", 1)[-1] != BACKEND or key.split("/", 1)[0] not in ENGAGED_MOE_METHODS}
+        results.append(checked(
+            name, not off, layers, f"only {' or '.join(m + '/' + BACKEND for m in ENGAGED_MOE_METHODS)}", source,
+            "Humming silently fell back (e.g. to Triton) on these layers: the checkpoint's quantization is not one "
+            "Humming takes with --moe-runner-backend alone; use the MXFP4 checkpoint (Ling-3.0-flash-fp4) or add "
+            "--quantization humming with SGLANG_HUMMING_ONLINE_QUANT_CONFIG",
+        ))
+    if ev.log is None or ev.log.text is None:
+        results.append(failed("humming.log_signature", ev.log.error if ev.log else "no log", LOG_SIGNATURE,
+                              "engine log", "give the engine log so the Humming kernel line can be checked"))
+    else:
+        seen = ev.log.count(LOG_SIGNATURE)
+        results.append(checked(
+            "humming.log_signature", seen >= 1, f"{seen}x", f">= 1x '{LOG_SIGNATURE}'", ev.log.source,
+            "no Humming MoE forward ran during warmup/capture: the runner fell back; check humming-kernels imports "
+            "in the image (sparkgate build-guard) and the MoE layer methods",
+        ))
+    return results

@@ -12,6 +12,8 @@ from sparkgate.frozen import Frozen
 
 if TYPE_CHECKING:
     from sparkgate.context import RuleContext
+    from sparkgate.evidence.gather import Evidence
+    from sparkgate.evidence.results import CheckResult
     from sparkgate.model import Profile
     from sparkgate.problems import Problem
 
@@ -115,3 +117,65 @@ def expectations(profile: Profile) -> dict:
         "module_sharing_required": settings.enabled and profile.optimizations.fp8_lm_head.enabled,
         "module_sharing_draft_classes": list(fork.FORK_MODULE_SHARING_DRAFT_CLASSES),
     }
+
+
+# --- evidence ------------------------------------------------------------------------------------
+
+
+def checks(ev: Evidence) -> list[CheckResult]:
+    from sparkgate.evidence.gather import shown
+    from sparkgate.evidence.results import checked, failed
+
+    want = ev.expectations["optimizations"][KEY]
+    results = []
+    echo = {name: ev.server_arg(f"speculative_{name}") for name in ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")}
+    expected = {
+        "algorithm": want["resolved_algorithm"], "num_steps": want["num_steps"],
+        "eagle_topk": want["eagle_topk"], "num_draft_tokens": want["num_draft_tokens"],
+    }
+    results.append(checked(
+        "mtp.config_echo", echo == expected, {k: shown(v) for k, v in echo.items()},
+        expected, "GET /server_info speculative_*",
+        "the engine was not launched with the profile's NEXTN flags: redeploy the rendered bundle",
+    ))
+    report = ev.engagement() or {}
+    draft = report.get("draft")
+    draft_class = draft.get("model_class") if isinstance(draft, dict) else None
+    results.append(checked(
+        "mtp.draft_loaded", draft_class == want["draft_model_class"], draft_class, want["draft_model_class"],
+        "/server_info internal_states[0].engagement draft.model_class",
+        "no NEXTN draft model was loaded: speculative decoding is silently off (draft weights missing from the "
+        "checkpoint, or the draft failed to load); check the log for the draft's 'Load weight end' line",
+    ))
+    if want["module_sharing_required"]:
+        sharing = report.get("lm_head_sharing")
+        module_shared = sharing.get("module_shared") if isinstance(sharing, dict) else None
+        results.append(checked(
+            "mtp.lm_head_module_shared", module_shared is True, sharing, {"module_shared": True},
+            "/server_info internal_states[0].engagement lm_head_sharing",
+            "the draft shares only the target's LM-head tensor, not the module: with the FP8 head it reads FP8 "
+            "weights without their scales, acceptance collapses to 1.00 and decode drops below baseline; deploy an "
+            "image whose BailingMoeForCausalLMNextN has set_lm_head_from_target (spark-fork)",
+        ))
+    if ev.log is None or ev.log.text is None:
+        results.append(failed("mtp.log_draft_loaded", ev.log.error if ev.log else "no log",
+                              f"'Load weight end ... type={want['draft_model_class']}'", "engine log", "give the engine log"))
+    else:
+        lines = [l for l in ev.log.lines_with("Load weight end") if f"type={want['draft_model_class']}" in l]
+        results.append(checked(
+            "mtp.log_draft_loaded", len(lines) >= 1, f"{len(lines)} draft load line(s)", ">= 1", ev.log.source,
+            "the log shows no draft load: speculative decoding is not running",
+        ))
+    cal = ev.calibration
+    accept = cal.accept_length() if cal else None
+    floor = want["min_accept_length"]
+    per_request = [r.spec_accept_length for r in cal.completed] if cal else []
+    results.append(checked(
+        "mtp.accept_length", accept is not None and accept >= floor,
+        None if accept is None else round(accept, 3), f">= {floor}",
+        "calibration POST /generate meta_info.spec_accept_length / spec_verify_ct",
+        "missing means the engine reports no speculative fields (draft not running); ~1.00 means every draft "
+        "token is rejected - with the FP8 head this is the unshared LM-head trap; otherwise check the draft "
+        f"weights (per-request: {per_request})",
+    ))
+    return results

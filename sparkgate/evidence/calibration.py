@@ -1,0 +1,118 @@
+"""A bounded functional probe: fixed prompts at temperature 0 through /generate (streamed), measuring
+TTFT, decode speed and SGLang's per-request speculative fields. Bounded by a token and a time budget."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+from sparkgate.evidence.client import EngineClient, EngineUnreachable
+
+# Fixed, varied prompts: arithmetic word problems like the GSM8K protocol the published figures use.
+PROMPTS = (
+    "Question: A baker makes 24 rolls per tray and bakes 7 trays. She sells 150 rolls. How many are left? "
+    "Answer step by step.",
+    "Question: A train travels 180 km in 2.5 hours. At the same speed, how far does it go in 4 hours? "
+    "Answer step by step.",
+    "Question: Tom has three times as many marbles as Ann. Together they have 48. How many does Tom have? "
+    "Answer step by step.",
+    "Question: A tank holds 1200 litres and drains 35 litres per minute. How long until it holds 500 litres? "
+    "Answer step by step.",
+)
+
+
+@dataclass
+class RequestResult:
+    prompt_index: int
+    completion_tokens: int = 0
+    ttft_s: float | None = None  # scaled to engine time
+    decode_s: float | None = None
+    decode_tok_s: float | None = None
+    spec_accept_length: float | None = None
+    spec_verify_ct: int | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class CalibrationResult:
+    requests: list[RequestResult] = field(default_factory=list)
+    elapsed_s: float = 0.0  # engine time (wall time x time_scale)
+    budget_exhausted: bool = False
+
+    @property
+    def completed(self) -> list[RequestResult]:
+        return [r for r in self.requests if r.error is None and r.completion_tokens > 0]
+
+    def decode_tok_s(self) -> float | None:
+        """Aggregate decode speed: all decode tokens over all decode time (as the published table)."""
+        done = [r for r in self.completed if r.decode_s and r.decode_s > 0]
+        if not done:
+            return None
+        return sum(r.completion_tokens - 1 for r in done) / sum(r.decode_s for r in done)
+
+    def accept_length(self) -> float | None:
+        """Token-weighted: total completion tokens over total verify steps, as SGLang computes it."""
+        done = [r for r in self.completed if r.spec_verify_ct]
+        if len(done) != len(self.completed) or not done:
+            return None
+        return sum(r.completion_tokens for r in done) / sum(r.spec_verify_ct for r in done)
+
+    def as_dict(self) -> dict:
+        return {
+            "elapsed_s": round(self.elapsed_s, 3),
+            "budget_exhausted": self.budget_exhausted,
+            "decode_tok_s": self.decode_tok_s(),
+            "accept_length": self.accept_length(),
+            "requests": [asdict(r) for r in self.requests],
+        }
+
+
+def run(client: EngineClient, prompts: int, max_new_tokens: int, time_budget_s: float, time_scale: float) -> CalibrationResult:
+    """Send up to `prompts` fixed prompts, one at a time (batch 1), stopping when the budget is spent.
+
+    Durations are converted to engine time by `time_scale` (1.0 on real hardware; the simulator runs
+    faster than real time by that factor)."""
+    result = CalibrationResult()
+    started = time.monotonic()
+    for index in range(prompts):
+        if (time.monotonic() - started) * (1 / time_scale) > time_budget_s:
+            result.budget_exhausted = True
+            break
+        result.requests.append(_one(client, index, max_new_tokens, time_budget_s, time_scale))
+    result.elapsed_s = (time.monotonic() - started) / time_scale
+    return result
+
+
+def _one(client: EngineClient, index: int, max_new_tokens: int, budget_s: float, scale: float) -> RequestResult:
+    outcome = RequestResult(prompt_index=index)
+    body = {
+        "text": PROMPTS[index % len(PROMPTS)],
+        "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens, "ignore_eos": True},
+    }
+    sent = time.monotonic()
+    first = last = None
+    final: dict | None = None
+    try:
+        for arrived, chunk in client.stream_generate(body, timeout=max(30.0, budget_s * scale * 4)):
+            if first is None:
+                first = arrived
+            last, final = arrived, chunk
+    except EngineUnreachable as exc:
+        outcome.error = str(exc)
+        return outcome
+    meta = (final or {}).get("meta_info") or {}
+    outcome.completion_tokens = int(meta.get("completion_tokens") or 0)
+    outcome.finish_reason = str((meta.get("finish_reason") or {}).get("type", meta.get("finish_reason")))
+    if first is not None and last is not None:
+        outcome.ttft_s = (first - sent) / scale
+        outcome.decode_s = (last - first) / scale
+        if outcome.decode_s > 0 and outcome.completion_tokens > 1:
+            outcome.decode_tok_s = (outcome.completion_tokens - 1) / outcome.decode_s
+    if "spec_accept_length" in meta:
+        outcome.spec_accept_length = float(meta["spec_accept_length"])
+    if "spec_verify_ct" in meta:
+        outcome.spec_verify_ct = int(meta["spec_verify_ct"])
+    if outcome.completion_tokens == 0:
+        outcome.error = "no completion tokens reported in meta_info"
+    return outcome

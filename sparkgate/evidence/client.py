@@ -1,0 +1,82 @@
+"""A small HTTP client for SGLang's endpoints (stdlib only: it also runs inside the sentinel image)."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+
+class EngineUnreachable(Exception):
+    """The engine did not answer (refused, timed out, or answered non-JSON where JSON was due)."""
+
+
+@dataclass(frozen=True)
+class EngineClient:
+    base_url: str
+    api_key: str | None = None
+    timeout: float = 10.0
+
+    def _request(self, method: str, path: str, body: dict | None = None) -> urllib.request.Request:
+        headers = {"Accept": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        return urllib.request.Request(self.base_url.rstrip("/") + path, data=data, headers=headers, method=method)
+
+    def status(self, path: str) -> int:
+        """HTTP status of GET path; 0 when nothing answered."""
+        try:
+            with urllib.request.urlopen(self._request("GET", path), timeout=self.timeout) as response:
+                return response.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+        except (urllib.error.URLError, OSError):
+            return 0
+
+    def get_text(self, path: str) -> str:
+        try:
+            with urllib.request.urlopen(self._request("GET", path), timeout=self.timeout) as response:
+                return response.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as exc:
+            raise EngineUnreachable(f"GET {path}: HTTP {exc.code}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise EngineUnreachable(f"GET {path}: {exc}") from None
+
+    def get_json(self, path: str) -> dict:
+        text = self.get_text(path)
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            raise EngineUnreachable(f"GET {path}: not JSON ({text[:80]!r})") from None
+        if not isinstance(value, dict):
+            raise EngineUnreachable(f"GET {path}: expected a JSON object")
+        return value
+
+    def stream_generate(self, body: dict, timeout: float) -> Iterator[tuple[float, dict]]:
+        """POST /generate with stream=true; yields (monotonic arrival time, chunk) per SSE event."""
+        request = self._request("POST", "/generate", {**body, "stream": True})
+        try:
+            response = urllib.request.urlopen(request, timeout=timeout)
+        except urllib.error.HTTPError as exc:
+            raise EngineUnreachable(f"POST /generate: HTTP {exc.code}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise EngineUnreachable(f"POST /generate: {exc}") from None
+        with response:
+            for raw in response:
+                line = raw.decode("utf-8", "replace").strip()
+                if not line.startswith("data:"):
+                    continue
+                payload = line[len("data:") :].strip()
+                if payload == "[DONE]":
+                    return
+                try:
+                    yield time.monotonic(), json.loads(payload)
+                except json.JSONDecodeError:
+                    raise EngineUnreachable(f"POST /generate: bad stream chunk {payload[:80]!r}") from None

@@ -1,0 +1,163 @@
+"""Checks every profile gets: health, identity, the probe report, CUDA graphs, batch-1 settings, speed."""
+
+from __future__ import annotations
+
+from sparkgate.evidence import metrics as metrics_mod
+from sparkgate.evidence.gather import MISSING, Evidence, shown
+from sparkgate.evidence.results import CheckResult, checked, failed
+
+CUDA_GRAPH_METRIC = "sglang:cuda_graph_passes_total"
+READY_LOG = "The server is fired up and ready to roll!"
+CAPTURE_LOG = "CUDA graph begin"  # SGLang: "Capture {target|draft} {decode|verify} CUDA graph begin. ..."
+CAPTURE_LOG_ALT = "Capture cuda graph begin"
+ROLE_KEYS = ("model_class", "lm_head", "moe_layers")
+LM_HEAD_KEYS = ("module_class", "quant_method", "weight_dtype", "has_weight_scale")
+
+
+def health(ev: Evidence) -> CheckResult:
+    return checked(
+        "engine.health", ev.health_status == 200, ev.health_status, 200, "GET /health",
+        "engine not serving yet or crashed: check `invoke logs` (weights load for minutes on a Spark)",
+    )
+
+
+def identity(ev: Evidence) -> list[CheckResult]:
+    want = ev.expectations["engine"]
+    if ev.server_info is None:
+        return [failed("engine.identity", ev.server_info_error, "a /server_info JSON object", "GET /server_info",
+                       "the engine does not answer /server_info: is this SGLang, and is the URL the engine's?")]
+    observed = {
+        "version": ev.server_info.get("version"),
+        "model_path": ev.server_info.get("model_path"),
+        "served_model_name": ev.server_info.get("served_model_name"),
+    }
+    expected = {
+        "version": want["sglang_version"],
+        "model_path": want["model_path"],
+        "served_model_name": want["served_model_name"],
+    }
+    results = [checked("engine.identity", observed == expected, observed, expected, "GET /server_info",
+                       "a different engine build or launch than the profile renders: redeploy this profile's bundle")]
+    architectures = (ev.model_info or {}).get("architectures") or []
+    results.append(checked(
+        "engine.architecture", want["architecture"] in architectures, architectures, want["architecture"],
+        "GET /model_info", "the checkpoint is not Ling-3.0-flash (wrong model directory mounted?)",
+    ))
+    return results
+
+
+def probe_report(ev: Evidence) -> CheckResult:
+    """The engagement report must exist and be complete: a hook that failed to attach is only logged by
+    SGLang, so absence or partial content is a failure."""
+    report = ev.engagement()
+    source = "/server_info internal_states[0].engagement"
+    hint = ("probe plugin missing or a hook failed to attach: check the image has sparkgate-probe installed, "
+            "SGLANG_PLUGINS=engagement_probe, and search the log for 'Failed to apply hooks'")
+    if report is None:
+        return failed("engine.probe_report", "absent", "probe_version 1 report", source, hint)
+    problems = []
+    if report.get("probe_version") != 1:
+        problems.append(f"probe_version={report.get('probe_version')!r}")
+    roles = ["target"] + (["draft"] if ev.requested("mtp") else [])
+    for role in roles:
+        record = report.get(role)
+        if not isinstance(record, dict):
+            problems.append(f"{role} missing")
+            continue
+        problems += [f"{role}.{k} missing" for k in ROLE_KEYS if k not in record]
+        head = record.get("lm_head")
+        if isinstance(head, dict):
+            problems += [f"{role}.lm_head.{k} missing" for k in LM_HEAD_KEYS if k not in head]
+    if ev.requested("mtp") and not isinstance(report.get("lm_head_sharing"), dict):
+        problems.append("lm_head_sharing missing")
+    return checked("engine.probe_report", not problems, problems or "complete", "complete report", source, hint)
+
+
+def batch1(ev: Evidence) -> CheckResult:
+    if ev.expectations["batch_size"] != 1:
+        return checked("engine.batch1", True, "n/a", "n/a", "expectations", "")
+    observed = ev.server_arg("max_running_requests")
+    return checked(
+        "engine.batch1", observed == 1, shown(observed), 1, "GET /server_info max_running_requests",
+        "the engine was launched without --max-running-requests 1 (hand-edited launch?): re-render and redeploy",
+    )
+
+
+def cuda_graph(ev: Evidence) -> list[CheckResult]:
+    results = []
+    if ev.calibration is None or ev.metrics_before is None or ev.metrics_after is None:
+        results.append(failed(
+            "engine.cuda_graph_passes", ev.metrics_error or "no calibration", "decode CUDA-graph passes increase",
+            "GET /metrics", "metrics unavailable: the engine must run with --enable-metrics (set by the profile)",
+        ))
+    else:
+        before = metrics_mod.total(ev.metrics_before, CUDA_GRAPH_METRIC, mode="decode_cuda_graph") or 0.0
+        after = metrics_mod.total(ev.metrics_after, CUDA_GRAPH_METRIC, mode="decode_cuda_graph")
+        eager_before = metrics_mod.total(ev.metrics_before, CUDA_GRAPH_METRIC, mode="decode_none") or 0.0
+        eager_after = metrics_mod.total(ev.metrics_after, CUDA_GRAPH_METRIC, mode="decode_none") or 0.0
+        delta = None if after is None else after - before
+        observed = {"decode_cuda_graph_delta": delta, "decode_none_delta": eager_after - eager_before}
+        results.append(checked(
+            "engine.cuda_graph_passes", delta is not None and delta > 0, observed, "decode_cuda_graph_delta > 0",
+            "GET /metrics sglang:cuda_graph_passes_total",
+            "decode ran without CUDA graphs (capture failed or was disabled): look for 'Capture cuda graph failed' "
+            "in the log; do not pass --disable-cuda-graph",
+        ))
+    if ev.log is None or ev.log.text is None:
+        results.append(failed("engine.cuda_graph_capture_log", ev.log.error if ev.log else "no log", "capture lines",
+                              "engine log", "give the engine log (--log-file/--container) so capture can be checked"))
+    else:
+        captured = ev.log.count(CAPTURE_LOG) + ev.log.count(CAPTURE_LOG_ALT)
+        results.append(checked(
+            "engine.cuda_graph_capture_log", captured > 0, f"{captured} capture line(s)", ">= 1", ev.log.source,
+            "no CUDA-graph capture in the log: graphs disabled or capture failed",
+        ))
+    return results
+
+
+def ready_log(ev: Evidence) -> CheckResult:
+    if ev.log is None or ev.log.text is None:
+        return failed("engine.log", ev.log.error if ev.log else "no log", "a readable engine log", "engine log",
+                      "pass --log-file PATH or --container NAME; without the log, engagement cannot be proven")
+    seen = ev.log.count(READY_LOG)
+    return checked("engine.log", seen >= 1, f"{seen}x 'fired up'", ">= 1", ev.log.source,
+                   "the log does not show a completed startup: is it this engine's current log?")
+
+
+def speed(ev: Evidence) -> list[CheckResult]:
+    want = ev.expectations["speed"]
+    cal = ev.calibration
+    results = []
+    measured = cal.decode_tok_s() if cal else None
+    completed = len(cal.completed) if cal else 0
+    results.append(checked(
+        "engine.calibration", cal is not None and completed > 0, {"completed": completed,
+        "errors": [r.error for r in cal.requests if r.error] if cal else None,
+        "budget_exhausted": cal.budget_exhausted if cal else None},
+        ">= 1 completed request within budget", "POST /generate (temperature 0)",
+        "the engine does not complete requests: check /health_generate and the log",
+    ))
+    floors = []
+    if want.get("min_decode_tok_s"):
+        floors.append(("engine.speed_floor", want["min_decode_tok_s"], "profile gate.min_decode_tok_s"))
+    if want.get("must_beat_baseline") and want.get("baseline_decode_tok_s"):
+        floors.append(("engine.speed_vs_baseline", want["baseline_decode_tok_s"], "baseline decode speed"))
+    for name, floor, what in floors:
+        results.append(checked(
+            name, measured is not None and measured >= floor,
+            None if measured is None else round(measured, 2), f">= {floor} tok/s ({what})", "calibration decode tok/s",
+            "the stack decodes slower than it should: an optimization fell back or the draft is broken "
+            "(see the failing optimization checks); a stacked profile slower than baseline is never admitted",
+        ))
+    return results
+
+
+def run(ev: Evidence) -> list[CheckResult]:
+    results = [health(ev), *identity(ev), probe_report(ev), batch1(ev), ready_log(ev)]
+    results += cuda_graph(ev)
+    results += speed(ev)
+    return results
+
+
+def absent(value) -> bool:
+    return value is MISSING

@@ -1,0 +1,94 @@
+"""Collect every piece of evidence once; checks then read it without further I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkgate.evidence import calibration as calibration_mod
+from sparkgate.evidence import metrics as metrics_mod
+from sparkgate.evidence.client import EngineClient, EngineUnreachable
+from sparkgate.evidence.logs import EngineLog
+
+
+@dataclass
+class Evidence:
+    expectations: dict
+    health_status: int = 0
+    server_info: dict | None = None
+    server_info_error: str | None = None
+    model_info: dict | None = None
+    log: EngineLog | None = None
+    metrics_before: list | None = None
+    metrics_after: list | None = None
+    metrics_error: str | None = None
+    calibration: calibration_mod.CalibrationResult | None = None
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def time_scale(self) -> float:
+        return float(self.expectations.get("time_scale") or 1.0)
+
+    def internal_state(self) -> dict | None:
+        states = (self.server_info or {}).get("internal_states")
+        if isinstance(states, list) and states and isinstance(states[0], dict):
+            return states[0]
+        return None
+
+    def engagement(self) -> dict | None:
+        state = self.internal_state()
+        report = state.get("engagement") if state else None
+        return report if isinstance(report, dict) else None
+
+    def server_arg(self, name: str) -> Any:
+        return (self.server_info or {}).get(name, _MISSING)
+
+    def requested(self, key: str) -> bool:
+        return key in self.expectations.get("requested", [])
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+_MISSING = _Missing()
+MISSING = _MISSING
+
+
+def shown(value: Any) -> Any:
+    """JSON-friendly view of a server_info value: an absent key reads "<absent>"."""
+    return "<absent>" if value is MISSING else value
+
+
+def gather(client: EngineClient, expectations: dict, log: EngineLog, *, calibrate: bool = True) -> Evidence:
+    evidence = Evidence(expectations=expectations, log=log)
+    evidence.health_status = client.status("/health")
+    try:
+        evidence.server_info = client.get_json("/server_info")
+    except EngineUnreachable as exc:
+        evidence.server_info_error = str(exc)
+    try:
+        evidence.model_info = client.get_json("/model_info")
+    except EngineUnreachable as exc:
+        evidence.errors.append(str(exc))
+    if not calibrate or evidence.health_status != 200:
+        return evidence
+    try:
+        evidence.metrics_before = metrics_mod.parse(client.get_text("/metrics"))
+    except EngineUnreachable as exc:
+        evidence.metrics_error = str(exc)
+    budget = expectations["calibration"]
+    evidence.calibration = calibration_mod.run(
+        client, budget["prompts"], budget["max_new_tokens"], budget["time_budget_s"], evidence.time_scale
+    )
+    try:
+        evidence.metrics_after = metrics_mod.parse(client.get_text("/metrics"))
+    except EngineUnreachable as exc:
+        evidence.metrics_error = str(exc)
+    # The decode log interval may have passed now: re-read server_info for avg_spec_accept_length.
+    try:
+        evidence.server_info = client.get_json("/server_info")
+    except EngineUnreachable as exc:
+        evidence.server_info_error = str(exc)
+    return evidence

@@ -1,0 +1,51 @@
+"""Show a verdict: a staged table (rich) with hints for failures, and atomic JSON output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from sparkgate.evidence.results import Verdict
+from sparkgate.evidence.verify import STAGES, stage_of
+
+
+def _short(value, limit: int = 70) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def table(verdict: Verdict) -> Table:
+    title = f"sparkgate verdict for {verdict.profile} @ {verdict.engine_url}: " + ("PASS" if verdict.passed else "FAIL")
+    out = Table(title=title, show_lines=False)
+    for column in ("stage", "check", "result", "observed", "expected"):
+        out.add_column(column)
+    for check in verdict.checks:
+        index = stage_of(check)
+        out.add_row(
+            f"[{index + 1}/{len(STAGES)}] {STAGES[index][0]}",
+            check.name,
+            "[green]pass[/green]" if check.passed else "[red]FAIL[/red]",
+            _short(check.observed),
+            _short(check.expected),
+        )
+    return out
+
+
+def print_verdict(verdict: Verdict, console: Console) -> None:
+    console.print(table(verdict))
+    for check in verdict.failures():
+        console.print(
+            f"[red]FAIL[/red] {check.name}: observed {_short(check.observed, 200)}, expected "
+            f"{_short(check.expected, 120)} (source: {check.source}). Hint: {check.hint}"
+        )
+    if verdict.passed:
+        console.print(f"[green]all {len(verdict.checks)} checks passed[/green]")
+
+
+def write_json(verdict: Verdict, path: Path) -> None:
+    from sparkgate.render import write_file_atomically
+
+    write_file_atomically(path, json.dumps(verdict.as_dict(), indent=1, default=str) + "\n")

@@ -1,0 +1,37 @@
+"""Developer tasks: the test suite."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+
+from invoke import Collection, Exit, task
+
+PYTEST_NO_TESTS = 5
+
+
+@task(
+    help={
+        "marker": "pytest -m expression, e.g. 'not docker' for a machine without Docker",
+        "path": "test path (default: tests)",
+        "dry_run": "print the pytest command without running it",
+    }
+)
+def test(c, marker="", path="tests", dry_run=False):
+    """Run the whole test suite (unit, simulator, probe, Docker end-to-end). Exit non-zero on any failure,
+    including pytest's 'no tests ran'."""
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", path]
+    if marker:
+        argv += ["-m", marker]
+    print(shlex.join(argv), flush=True)
+    if dry_run:
+        return
+    code = subprocess.call(argv)
+    if code == PYTEST_NO_TESTS:
+        raise Exit("pytest collected no tests: check the path and -m expression", code=code)
+    if code:
+        raise Exit(code=code)
+
+
+ns = Collection(test)
