@@ -1,0 +1,112 @@
+"""What actually runs inside the simulated engine, and the engagement-probe report that shows it.
+
+`requested` (argv + env) says what was asked for; the image and the load-time faults decide what
+engaged. Everything observable (logs, probe report, speed, acceptance) is derived from `Engaged`, so
+a fault changes exactly the evidence its real counterpart changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sparkgate import sglang_flags as F
+from sparkgate.optimizations import fp8_lm_head, humming, mtp
+from sparkgate.sim import faults
+from sparkgate.sim.image import Image
+from sparkgate.sim.resolve import MODEL_ARCH, Requested
+
+PROBE_PLUGIN = "engagement_probe"
+PROBE_VERSION = 1
+TARGET_MOE_LAYERS = 31
+DRAFT_MOE_LAYERS = 1
+LM_HEAD_CLASS = "ParallelLMHead"
+BF16_HEAD = {"quant_method": "UnquantizedEmbeddingMethod", "weight_dtype": "torch.bfloat16", "has_weight_scale": False}
+# The fork builds the head with Fp8Config (online, dynamic activation scales): an FP8 linear method.
+FP8_HEAD = {"quant_method": "Fp8LinearMethod", "weight_dtype": fp8_lm_head.FP8_WEIGHT_DTYPES[0], "has_weight_scale": True}
+
+HUMMING_MOE_KEY = f"{humming.ENGAGED_MOE_METHODS[1]}/{humming.BACKEND}"  # Mxfp4HummingMoEMethod/humming
+TRITON_FALLBACK_MOE_KEY = "UnquantizedFusedMoEMethod/triton"
+# SM120/121 routes the MXFP4 experts of flashinfer_mxfp4 to the CUTLASS MXFP8xMXFP4 method.
+FLASHINFER_MOE_KEY = "Mxfp4FlashinferCutlassMoEMethod/flashinfer_mxfp4"
+
+
+@dataclass(frozen=True)
+class Engaged:
+    humming: bool  # Humming MoE kernels really run
+    moe_key: str  # "<QuantMethodClass>/<runner_backend>" of every target FusedMoE layer
+    fp8_lm_head: bool  # the target's LM head is FP8 with scales
+    draft_loaded: bool  # the NEXTN draft model loaded (MTP active)
+    module_shared: bool  # the draft uses the target's LM-head module (not only its weight tensor)
+    cuda_graph: bool  # decode runs from captured CUDA graphs
+    probe_installed: bool  # SGLANG_PLUGINS names the engagement probe
+
+    @property
+    def draft_reads_fp8_without_scales(self) -> bool:
+        """The trap: an FP8 target head whose tensor the draft's BF16 method reads without scales."""
+        return self.draft_loaded and self.fp8_lm_head and not self.module_shared
+
+
+def _moe_key(req: Requested, backend: str, fallback: bool) -> str:
+    if req.humming:
+        return TRITON_FALLBACK_MOE_KEY if fallback else HUMMING_MOE_KEY
+    if backend == "flashinfer_mxfp4":
+        return FLASHINFER_MOE_KEY
+    return f"Mxfp4MoEMethod/{backend}"
+
+
+def decide(
+    req: Requested, image: Image, board: faults.FaultBoard, env: Mapping[str, str], resolved_backend: str
+) -> Engaged:
+    fallback = board.loaded_with(faults.HUMMING_FALLBACK)
+    fp8 = req.fp8_lm_head and image.knows(F.FP8_LM_HEAD_ENV) and not board.loaded_with(faults.FP8_ENV_IGNORED)
+    draft = req.mtp and not board.loaded_with(faults.MTP_DRAFT_MISSING)
+    shared = (
+        draft
+        and image.draft_shares_lm_head_module
+        and not req.token_map
+        and not board.loaded_with(faults.DRAFT_LM_HEAD_UNSHARED)
+    )
+    plugins = [p.strip() for p in env.get(F.PLUGINS_ENV, "").split(",")]
+    return Engaged(
+        humming=req.humming and not fallback,
+        moe_key=_moe_key(req, resolved_backend, fallback),
+        fp8_lm_head=fp8,
+        draft_loaded=draft,
+        module_shared=shared,
+        cuda_graph=req.cuda_graph and not board.loaded_with(faults.CUDA_GRAPH_OFF),
+        probe_installed=PROBE_PLUGIN in plugins,
+    )
+
+
+def _head_record(fields: Mapping[str, Any]) -> dict[str, Any]:
+    return {"module_class": LM_HEAD_CLASS, **fields}
+
+
+def probe_report(engaged: Engaged) -> dict[str, Any]:
+    """The `engagement` dict the probe plugin adds to `internal_states[0]` (format v1)."""
+    target_head = _head_record(FP8_HEAD if engaged.fp8_lm_head else BF16_HEAD)
+    report: dict[str, Any] = {
+        "probe_version": PROBE_VERSION,
+        "target": {
+            "model_class": MODEL_ARCH,
+            "lm_head": target_head,
+            "moe_layers": {engaged.moe_key: TARGET_MOE_LAYERS},
+        },
+        "draft": None,
+        "lm_head_sharing": None,
+    }
+    if engaged.draft_loaded:
+        if engaged.module_shared:
+            draft_head = dict(target_head)
+        else:
+            # Its own BF16 module around the target's tensor: dtype follows the tensor, scales do not.
+            draft_head = _head_record({**BF16_HEAD, "weight_dtype": target_head["weight_dtype"]})
+        report["draft"] = {
+            "model_class": mtp.DRAFT_MODEL_CLASS,
+            "lm_head": draft_head,
+            "moe_layers": {engaged.moe_key: DRAFT_MOE_LAYERS},  # inherits the (resolved) runner choice
+        }
+        report["lm_head_sharing"] = {"module_shared": engaged.module_shared, "weight_shared": True}
+    return report

@@ -1,0 +1,445 @@
+"""The simulated engine: lifecycle (starting -> ready, restarts, crashes), the batch-1 scheduler,
+per-request generation with the timing model, and the decode-interval statistics SGLang reports.
+
+All durations the engine reports (e2e_latency, TTFT/ITL histograms, `gen throughput`, startup
+`elapsed=`) are in simulated seconds: what a real Spark would report. Only the sleeps are scaled
+by `SPARKGATE_SIM_TIME_SCALE`, so a client's wall-clock rate divided by the scale matches them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections import Counter as TallyCounter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkgate.sim import faults, textgen, timing
+from sparkgate.sim.cli import EngineArgs
+from sparkgate.sim.engagement import Engaged, decide, probe_report
+from sparkgate.sim.image import IMAGES, exportable_env_vars
+from sparkgate.sim.knobs import Knobs
+from sparkgate.sim.logs import EngineLog
+from sparkgate.sim.metrics import EngineMetrics
+from sparkgate.sim.resolve import MAX_TOTAL_NUM_TOKENS, requested, resolve
+
+STARTING, READY = "starting", "ready"
+
+
+class NotReady(Exception):
+    """The engine is (re)starting: the HTTP layer answers 503."""
+
+
+class Restarted(Exception):
+    """A simulated restart happened mid-request: the connection is dropped, as a dying engine would."""
+
+
+@dataclass
+class GenRequest:
+    prompt_key: str  # what seeds the output (text, rendered chat, or the input ids)
+    prompt_tokens: int
+    max_new_tokens: int | None  # None: stop at the model's natural EOS
+    sampling: Mapping[str, Any]
+    stream: bool
+    stop: tuple[str, ...] = ()
+    rid: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+@dataclass
+class Chunk:
+    """One scheduler output for a request: the tokens so far and, on the last one, the final meta."""
+
+    words: list[str]  # all output words so far (cumulative)
+    ids: list[int]
+    new_words: list[str]
+    finished: bool
+    meta_info: dict[str, Any]
+    text: str
+
+
+@dataclass
+class DecodeWindow:
+    """Counters between two decode-log lines (SGLang resets them at every log)."""
+
+    tokens: int = 0
+    sim_seconds: float = 0.0
+    verify_ct: int = 0
+    accepted_tokens: int = 0
+    correct_drafts: int = 0
+
+
+class Engine:
+    def __init__(self, args: EngineArgs, env: Mapping[str, str], knobs: Knobs, log: EngineLog):
+        self.args = args
+        self.env = dict(env)
+        self.knobs = knobs
+        self.log = log
+        self.image = IMAGES[knobs.image]
+        self.resolved = resolve(args)  # may raise ResolutionError before anything starts
+        self.requested = requested(args, self.env)
+        self.board = faults.FaultBoard(knobs.faults)
+        self.served_model_name = self.resolved["served_model_name"]
+        self.decode_log_interval = max(1, int(self.resolved["decode_log_interval"]))
+        self.num_draft_tokens = int(self.resolved["speculative_num_draft_tokens"] or 1)
+        self.launched_at = time.time()
+        self.route_counts: TallyCounter[str] = TallyCounter()
+        self.restarts = 0
+        self._lock = threading.RLock()  # engine state and statistics
+        self._batch = threading.Lock()  # batch 1: one running request at a time
+        self.epoch = 0
+        self._reset_lifetime()
+
+    # ------------------------------------------------------------------ lifecycle
+    def _reset_lifetime(self) -> None:
+        """What a fresh engine process starts with."""
+        self.state = STARTING
+        self.engaged: Engaged | None = None
+        self.speed: timing.SpeedModel | None = None
+        self.startup_time: dict[str, Any] = {}
+        self.weight_mem_gb = 0.0
+        self.metrics = EngineMetrics(self.served_model_name) if self.resolved["enable_metrics"] else None
+        self.queued = 0
+        self.running = 0
+        self.finished_requests = 0
+        self.forward_ct_decode = 0
+        self.window = DecodeWindow()
+        self.spec_total_accepted = 0
+        self.spec_total_verify_ct = 0
+        self.last_gen_throughput = 0.0
+        self.ready_at: float | None = None
+
+    def start(self) -> None:
+        from sparkgate.sim.startup import run_startup  # startup reads engine internals; import late
+
+        with self._lock:
+            epoch = self.epoch
+        threading.Thread(target=run_startup, args=(self, epoch), name=f"startup-{epoch}", daemon=True).start()
+
+    def restart(self) -> None:
+        """Simulated engine restart: back to starting, new startup run, counters of a fresh process."""
+        with self._lock:
+            self.epoch += 1
+            self.restarts += 1
+            self._reset_lifetime()
+        self.start()
+
+    def latch_engagement(self) -> Engaged:
+        self.board.latch_load_time()
+        engaged = decide(self.requested, self.image, self.board, self.env, self.resolved["moe_runner_backend"])
+        with self._lock:
+            self.engaged = engaged
+            self.speed = timing.SpeedModel(
+                humming=engaged.humming,
+                fp8_lm_head=engaged.fp8_lm_head,
+                speculative=engaged.draft_loaded,
+                cuda_graph=engaged.cuda_graph,
+            )
+        return engaged
+
+    def mark_ready(self, epoch: int, startup_time: dict[str, Any]) -> None:
+        with self._lock:
+            if epoch != self.epoch:
+                return
+            self.startup_time = startup_time
+            self.state = READY
+            self.ready_at = time.monotonic()
+        crash = self.board.runtime(faults.CRASH_AFTER_READY)
+        if crash is not None and crash.in_seconds:
+            threading.Thread(target=self._crash_later, args=(epoch, crash.count()), daemon=True).start()
+
+    def is_current(self, epoch: int) -> bool:
+        with self._lock:
+            return epoch == self.epoch
+
+    def sleep_sim(self, seconds: float, epoch: int | None = None) -> None:
+        """Sleep `seconds` of simulated time; abandon the sleep if a restart supersedes `epoch`."""
+        deadline = time.monotonic() + seconds * self.knobs.time_scale
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            if epoch is not None and not self.is_current(epoch):
+                raise Restarted()
+            time.sleep(min(remaining, 0.05))
+
+    def die(self, code: int, traceback_text: str) -> None:
+        """The engine process exits (crash): the log says why, as SGLang's would."""
+        self.log.traceback(traceback_text)
+        os._exit(code)
+
+    def _crash_later(self, epoch: int, sim_seconds: float) -> None:
+        try:
+            self.sleep_sim(sim_seconds, epoch)
+        except Restarted:
+            return
+        self._crash_scheduler()
+
+    def _crash_scheduler(self) -> None:
+        self.log.scheduler("Scheduler hit an exception: Traceback (most recent call last):")
+        self.die(
+            1,
+            "Traceback (most recent call last):\n"
+            '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 3121, in event_loop_overlap\n'
+            "    batch_result = self.run_batch(batch)\n"
+            "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+            "[rank0]: Received sigquit from a child process. It usually means the child failed.",
+        )
+
+    # ------------------------------------------------------------------ introspection
+    def count_route(self, path: str) -> None:
+        with self._lock:
+            self.route_counts[path] += 1
+
+    def is_ready(self) -> bool:
+        with self._lock:
+            return self.state == READY
+
+    def avg_spec_accept_length(self) -> float | None:
+        with self._lock:
+            if self.engaged is None or not self.engaged.draft_loaded or self.spec_total_verify_ct == 0:
+                return None
+            return self.spec_total_accepted / self.spec_total_verify_ct
+
+    def internal_state(self) -> dict[str, Any]:
+        with self._lock:
+            state = dict(self.resolved)
+            state.update(
+                world_size=1,
+                startup_time=self.startup_time,
+                effective_max_running_requests_per_dp=self.resolved["max_running_requests"],
+                last_gen_throughput=self.last_gen_throughput,
+                memory_usage={
+                    "weight": round(self.weight_mem_gb, 2),
+                    "kvcache": 24.0,
+                    "startup_available": 119.52,
+                    "token_capacity": MAX_TOTAL_NUM_TOKENS,
+                    "token_capacity_swa": None,
+                    "graph": self._graph_memory(),
+                },
+            )
+        accept = self.avg_spec_accept_length()
+        if accept is not None:
+            state["avg_spec_accept_length"] = accept
+        if self.env.get("SGLANG_EXPOSE_OWN_ENV_VARS", "").strip().lower() in ("1", "true", "yes", "y", "on"):
+            state["env_vars"] = exportable_env_vars(self.image, self.env)
+        engaged = self.engaged
+        if engaged is not None and engaged.probe_installed and self.board.runtime(faults.PROBE_MISSING) is None:
+            state["engagement"] = probe_report(engaged)
+        return state
+
+    def _graph_memory(self) -> dict[str, float]:
+        engaged = self.engaged
+        graphs = dict.fromkeys(
+            ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend"), 0.0
+        )
+        if engaged is not None and engaged.cuda_graph:
+            if engaged.draft_loaded:
+                graphs.update(target_verify=0.62, draft_decode=0.18, draft_extend=0.21)
+            else:
+                graphs["decode"] = 0.55
+        return graphs
+
+    # ------------------------------------------------------------------ generation
+    def generate(self, req: GenRequest) -> Iterator[Chunk]:
+        """Admit one request (NotReady now, not at the first chunk) and return its chunk stream."""
+        with self._lock:
+            if self.state != READY:
+                raise NotReady()
+            epoch = self.epoch
+            self.queued += 1
+        return self._queued(req, epoch, time.monotonic())
+
+    def _queued(self, req: GenRequest, epoch: int, received: float) -> Iterator[Chunk]:
+        """Wait for the single batch slot, then run to completion, one Chunk per scheduler step."""
+        with self._batch:
+            with self._lock:
+                self.queued -= 1
+                if epoch != self.epoch:
+                    raise Restarted()
+                self.running = 1
+            try:
+                yield from self._run(req, epoch, received)
+            finally:
+                with self._lock:
+                    self.running = 0
+
+    def _run(self, req: GenRequest, epoch: int, received: float) -> Iterator[Chunk]:
+        engaged, speed = self.engaged, self.speed
+        assert engaged is not None and speed is not None
+        spec = engaged.draft_loaded
+        seed = textgen.request_seed(req.prompt_key, req.sampling)
+        with self._lock:
+            degrade = self.board.runtime(faults.DEGRADE_AFTER)
+            degraded = degrade is not None and self.finished_requests >= degrade.count()
+            queued_sim = (time.monotonic() - received) / self.knobs.time_scale
+        accept_length = timing.accept_length_for(
+            seed, max_len=self.num_draft_tokens, broken=engaged.draft_reads_fp8_without_scales, degraded=degraded
+        )
+        limit = req.max_new_tokens if req.max_new_tokens is not None else textgen.natural_length(seed)
+        limit = max(1, limit)
+        self.log.scheduler(
+            f"Prefill batch, #new-seq: 1, #new-token: {req.prompt_tokens}, #cached-token: 0, "
+            f"token usage: {self._usage(req.prompt_tokens):.2f}, #running-req: 0, #queue-req: {self.queued}"
+        )
+        ttft = timing.ttft_s(req.prompt_tokens)
+        start = time.monotonic()
+        sim_elapsed = ttft
+        self._sleep_until(start, sim_elapsed, epoch)
+        words = [textgen.word(seed, 0)]
+        ids = [textgen.token_id(seed, 0)]
+        itl_samples: list[tuple[float, int]] = []
+        verify_ct = correct = 0
+        stop_hit: str | None = None
+        step = 0
+        while True:
+            text = " " + " ".join(words)
+            stop_hit = next((s for s in req.stop if s and s in text), None)
+            finished = len(words) >= limit or stop_hit is not None
+            if finished:
+                break
+            yield Chunk(words, ids, words[-1:] if step == 0 else new, False, self._meta(req, len(words), None), text)
+            # one decode step: a verify step emitting k tokens (MTP) or one plain step
+            k = (int((step + 1) * accept_length) - int(step * accept_length)) if spec else 1
+            k = max(1, min(k, limit - len(words)))
+            dt = speed.verify_step_s(k) if spec else speed.plain_step_s()
+            sim_elapsed += dt
+            self._sleep_until(start, sim_elapsed, epoch)
+            new = [textgen.word(seed, len(words) + i) for i in range(k)]
+            ids.extend(textgen.token_id(seed, len(words) + i) for i in range(k))
+            words.extend(new)
+            itl_samples.append((dt, k))
+            if spec:
+                verify_ct += 1
+                correct += k - 1
+            self._after_decode_step(k, dt, spec, engaged, req.prompt_tokens + len(words))
+            step += 1
+        if stop_hit is None and req.max_new_tokens is None:
+            finish = {"type": "stop", "matched": textgen.EOS_TOKEN_ID}
+        elif stop_hit is not None:
+            finish = {"type": "stop", "matched": stop_hit}
+            text = text[: text.index(stop_hit)]
+        else:
+            finish = {"type": "length", "length": len(words)}
+        meta = self._meta(req, len(words), finish)
+        meta["e2e_latency"] = queued_sim + sim_elapsed
+        if spec and verify_ct > 0:
+            proposed = verify_ct * (self.num_draft_tokens - 1)
+            meta.update(
+                spec_accept_rate=correct / proposed if proposed else 0.0,
+                spec_accept_length=len(words) / verify_ct,
+                spec_num_correct_drafts=correct,
+                spec_num_proposed_drafts=proposed,
+                spec_verify_ct=verify_ct,
+            )
+        self._finish(req, len(words), verify_ct, queued_sim + ttft, itl_samples, meta["e2e_latency"])
+        yield Chunk(words, ids, words[-1:] if step == 0 else new, True, meta, text)
+
+    def _sleep_until(self, start: float, sim_offset: float, epoch: int) -> None:
+        """Absolute schedule: sleep errors never accumulate across the steps of a request."""
+        deadline = start + sim_offset * self.knobs.time_scale
+        while True:
+            if not self.is_current(epoch):
+                raise Restarted()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            time.sleep(min(remaining, 0.05))
+
+    @staticmethod
+    def _usage(tokens: int) -> float:
+        return tokens / MAX_TOTAL_NUM_TOKENS
+
+    def _meta(self, req: GenRequest, completion_tokens: int, finish: dict | None) -> dict[str, Any]:
+        return {
+            "id": req.rid,
+            "finish_reason": finish,
+            "prompt_tokens": req.prompt_tokens,
+            "weight_version": "default",
+            "num_retractions": 0,
+            "reasoning_tokens": 0,
+            "completion_tokens": completion_tokens,
+            "cached_tokens": 0,
+        }
+
+    def _after_decode_step(self, k: int, dt: float, spec: bool, engaged: Engaged, seq_len: int) -> None:
+        with self._lock:
+            self.forward_ct_decode += 1
+            w = self.window
+            w.tokens += k
+            w.sim_seconds += dt
+            if spec:
+                w.verify_ct += 1
+                w.accepted_tokens += k
+                w.correct_drafts += k - 1
+            if self.metrics is not None:
+                mode = "decode_cuda_graph" if engaged.cuda_graph else "decode_none"
+                with self.metrics.registry.lock:
+                    self.metrics.cuda_graph_passes.inc({**self.metrics.scheduler_labels, "mode": mode})
+            if self.forward_ct_decode % self.decode_log_interval == 0:
+                self._decode_log(spec, engaged, seq_len)
+
+    def _decode_log(self, spec: bool, engaged: Engaged, seq_len: int) -> None:
+        """The periodic `Decode batch` line and the gauges SGLang refreshes with it (lock held)."""
+        w = self.window
+        self.last_gen_throughput = w.tokens / w.sim_seconds if w.sim_seconds > 0 else 0.0
+        msg = f"Decode batch, #running-req: 1, #token: {seq_len}, token usage: {self._usage(seq_len):.2f}, "
+        accept_len = accept_rate = 0.0
+        if spec and w.verify_ct:
+            accept_len = w.accepted_tokens / w.verify_ct
+            accept_rate = w.correct_drafts / (w.verify_ct * (self.num_draft_tokens - 1))
+            self.spec_total_accepted += w.accepted_tokens
+            self.spec_total_verify_ct += w.verify_ct
+            msg += f"accept len: {accept_len:.2f}, accept rate: {accept_rate:.2f}, "
+        msg += (
+            f"cuda graph: {engaged.cuda_graph}, gen throughput (token/s): {self.last_gen_throughput:.2f}, "
+            f"#queue-req: {self.queued}"
+        )
+        self.log.scheduler(msg)
+        if self.metrics is not None:
+            m, labels = self.metrics, self.metrics.scheduler_labels
+            with m.registry.lock:
+                m.gen_throughput.set(labels, self.last_gen_throughput)
+                m.num_running_reqs.set(labels, 1)
+                m.num_queue_reqs.set(labels, self.queued)
+                m.num_used_tokens.set(labels, seq_len)
+                m.token_usage.set(labels, self._usage(seq_len))
+                m.is_cuda_graph.set(labels, 1.0 if engaged.cuda_graph else 0.0)
+                m.spec_accept_length.set(labels, accept_len)
+                m.spec_accept_rate.set(labels, accept_rate)
+                if spec:
+                    m.spec_num_steps.set(labels, self.resolved["speculative_num_steps"])
+                    m.spec_num_draft_tokens.set(labels, self.num_draft_tokens)
+        self.window = DecodeWindow()
+
+    def _finish(
+        self,
+        req: GenRequest,
+        completion_tokens: int,
+        verify_ct: int,
+        ttft: float,
+        itl_samples: list[tuple[float, int]],
+        e2e: float,
+    ) -> None:
+        with self._lock:
+            self.finished_requests += 1
+            finished = self.finished_requests
+            if self.metrics is not None:
+                m = self.metrics
+                stream_labels = m.stream_labels(req.stream)
+                with m.registry.lock:
+                    m.prompt_tokens.inc(stream_labels, req.prompt_tokens)
+                    m.generation_tokens.inc(stream_labels, completion_tokens)
+                    m.num_requests.inc(stream_labels)
+                    if verify_ct:
+                        m.spec_verify_calls.inc(m.tokenizer_labels, verify_ct)
+                    m.ttft.observe(stream_labels, ttft)
+                    for dt, k in itl_samples:
+                        m.itl.observe(m.tokenizer_labels, dt / k)  # SGLang amortizes over the new tokens
+                    m.e2e.observe(stream_labels, e2e)
+        crash = self.board.runtime(faults.CRASH_AFTER_READY)
+        if crash is not None and not crash.in_seconds and finished >= crash.count():
+            # Let the response that is being written reach the client, then die.
+            threading.Timer(0.05, self._crash_scheduler).start()

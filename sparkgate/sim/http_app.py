@@ -1,0 +1,382 @@
+"""The HTTP surface: SGLang 0.5.23's routes and shapes on a stdlib ThreadingHTTPServer (HTTP/1.1
+keep-alive, chunked SSE streaming), SGLang's API-key rule, and the sim-only admin routes."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+from sparkgate.sim import faults, openai_api, textgen
+from sparkgate.sim.engine import Engine, GenRequest, NotReady, Restarted
+from sparkgate.sim.resolve import MAX_TOTAL_NUM_TOKENS, MODEL_ARCH, MODEL_TYPE
+
+SGLANG_VERSION = "0.5.23"
+# SGLang leaves these open even with --api-key (k8s probes, Prometheus scrapes): prefix match.
+OPEN_PREFIXES = ("/health", "/ready", "/metrics")
+ADMIN_PREFIX = "/admin/"
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, body: Any = None):
+        super().__init__(status)
+        self.status = status
+        self.body = body
+
+
+def _not_found() -> HttpError:
+    return HttpError(404, {"detail": "Not Found"})
+
+
+class SimHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "uvicorn"
+    sys_version = ""
+    engine: Engine  # set on the subclass made by make_server
+
+    # ------------------------------------------------------------------ plumbing
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - BaseHTTPRequestHandler API
+        pass  # access lines are written by _access(), in uvicorn's format
+
+    def _access(self, status: int) -> None:
+        client = f"{self.client_address[0]}:{self.client_address[1]}"
+        phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else ""
+        self.engine.log.access(client, self.command, self.path, status, phrase)
+
+    def _send(self, status: int, body: Any = None, content_type: str = "application/json") -> None:
+        if body is None:
+            data = b""
+        elif isinstance(body, (bytes, str)):
+            data = body.encode() if isinstance(body, str) else body
+        else:
+            data = json.dumps(body).encode()
+        self.send_response_only(status)
+        self.send_header("date", self.date_time_string())
+        self.send_header("server", "uvicorn")
+        self.send_header("content-length", str(len(data)))
+        if body is not None:
+            self.send_header("content-type", content_type)
+        self.end_headers()
+        self.wfile.write(data)
+        self._access(status)
+
+    def _body(self) -> dict:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not raw:
+            return {}
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            raise HttpError(400, {"error": {"message": "Invalid JSON body", "type": "invalid_request_error"}}) from None
+        if not isinstance(body, dict):
+            raise HttpError(400, {"error": {"message": "Request body must be a JSON object", "type": "invalid_request_error"}})
+        return body
+
+    def _authorized(self, path: str) -> bool:
+        key = self.engine.resolved.get("api_key")
+        if not key or path.startswith(OPEN_PREFIXES) or path.startswith(ADMIN_PREFIX):
+            return True
+        scheme, _, token = (self.headers.get("authorization") or "").partition(" ")
+        return scheme.lower() == "bearer" and secrets.compare_digest(token.encode(), key.encode())
+
+    def do_GET(self) -> None:  # noqa: N802 - BaseHTTPRequestHandler API
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:  # noqa: N802
+        self._dispatch("PUT")
+
+    def _dispatch(self, method: str) -> None:
+        path = urlsplit(self.path).path
+        if not path.startswith(ADMIN_PREFIX):
+            self.engine.count_route(path)  # "did anything reach the engine?" (admin stats)
+        try:
+            if not self._authorized(path):
+                raise HttpError(401, {"error": "Unauthorized"})
+            handler = self._route(method, path)
+            handler()
+        except HttpError as exc:
+            self._send(exc.status, exc.body)
+        except NotReady:
+            self._send(503, {"error": {"message": "The server is starting.", "type": "service_unavailable"}})
+        except (BrokenPipeError, ConnectionResetError, Restarted):
+            self.close_connection = True
+
+    def _route(self, method: str, path: str) -> Callable[[], None]:
+        routes: dict[str, dict[str, Callable[[], None]]] = {
+            "/health": {"GET": self.health},
+            "/health_generate": {"GET": self.health},
+            "/ready": {"GET": self.health},
+            "/ping": {"GET": self.health},
+            "/model_info": {"GET": self.model_info},
+            "/get_model_info": {"GET": self.model_info},
+            "/server_info": {"GET": self.server_info},
+            "/get_server_info": {"GET": self.server_info},
+            "/generate": {"POST": self.generate, "PUT": self.generate},
+            "/flush_cache": {"GET": self.flush_cache, "POST": self.flush_cache},
+            "/v1/models": {"GET": self.models},
+            "/v1/completions": {"POST": self.completions},
+            "/v1/chat/completions": {"POST": self.chat_completions},
+        }
+        if self.engine.resolved.get("enable_metrics"):
+            routes["/metrics"] = {"GET": self.metrics}
+        if self.engine.knobs.admin:
+            routes.update(
+                {
+                    "/admin/faults": {"GET": self.admin_faults, "POST": self.admin_faults},
+                    "/admin/stats": {"GET": self.admin_stats},
+                    "/admin/restart": {"POST": self.admin_restart},
+                }
+            )
+        if path.startswith("/v1/models/") and method == "GET":
+            return lambda: self.model_card(path[len("/v1/models/") :])
+        if path not in routes:
+            raise _not_found()
+        if method not in routes[path]:
+            raise HttpError(405, {"detail": "Method Not Allowed"})
+        return routes[path][method]
+
+    def _require_ready(self) -> None:
+        if not self.engine.is_ready():
+            raise NotReady()
+
+    # ------------------------------------------------------------------ native routes
+    def health(self) -> None:
+        self._send(200 if self.engine.is_ready() else 503)
+
+    def flush_cache(self) -> None:
+        self._require_ready()
+        self._send(200, "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n", "text/plain")
+
+    def model_info(self) -> None:
+        self._require_ready()
+        r = self.engine.resolved
+        self._send(
+            200,
+            {
+                "model_path": r["model_path"],
+                "served_model_name": r["served_model_name"],
+                "tokenizer_path": r["tokenizer_path"],
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": r["weight_version"],
+                "load_format": r["load_format"],
+                "reasoning_parser": r["reasoning_parser"],
+                "tool_call_parser": r["tool_call_parser"],
+                "disaggregation_mode": r["disaggregation_mode"],
+                "has_image_understanding": False,
+                "has_audio_understanding": False,
+                "model_type": MODEL_TYPE,
+                "architectures": [MODEL_ARCH],
+            },
+        )
+
+    def server_info(self) -> None:
+        self._require_ready()
+        engine = self.engine
+        info = dict(engine.resolved)
+        info["launch_command"] = engine.args.launch_command
+        info.update(
+            status="ready",
+            max_total_num_tokens=MAX_TOTAL_NUM_TOKENS,
+            max_req_input_len=int(engine.resolved["context_length"]) - 1,
+            kv_events=None,
+            startup_time=engine.startup_time,
+            internal_states=[engine.internal_state()],
+            version=SGLANG_VERSION,
+            frontend="python",
+        )
+        self._send(200, info)
+
+    def metrics(self) -> None:
+        metrics = self.engine.metrics
+        body = metrics.registry.render() if metrics is not None else ""
+        self._send(200, body, "text/plain; version=0.0.4; charset=utf-8")
+
+    def generate(self) -> None:
+        body = self._body()
+        self._require_ready()
+        text, input_ids = body.get("text"), body.get("input_ids")
+        if isinstance(text, list) or (isinstance(input_ids, list) and input_ids and isinstance(input_ids[0], list)):
+            raise HttpError(400, {"error": {"message": "the simulator serves one prompt per request", "type": "invalid_request_error"}})
+        if text is None and input_ids is None:
+            raise HttpError(400, {"error": {"message": "Either text or input_ids should be provided.", "type": "invalid_request_error"}})
+        sampling = body.get("sampling_params") or {}
+        key = text if text is not None else "ids:" + ",".join(map(str, input_ids))
+        stop = sampling.get("stop") or ()
+        req = GenRequest(
+            prompt_key=key,
+            prompt_tokens=textgen.prompt_token_count(text, input_ids),
+            max_new_tokens=int(sampling.get("max_new_tokens", textgen.DEFAULT_MAX_NEW_TOKENS) or 0) or None,
+            sampling=sampling,
+            stream=bool(body.get("stream")),
+            stop=(stop,) if isinstance(stop, str) else tuple(stop),
+            rid=body.get("rid") or _rid(),
+        )
+        chunks = self.engine.generate(req)
+        if not req.stream:
+            final = _last(chunks)
+            self._send(200, {"text": final.text, "output_ids": final.ids, "meta_info": final.meta_info})
+            return
+        with _Sse(self) as sse:
+            for chunk in chunks:
+                sse.event({"text": chunk.text, "output_ids": chunk.ids, "meta_info": chunk.meta_info})
+            sse.done()
+
+    # ------------------------------------------------------------------ OpenAI routes
+    def models(self) -> None:
+        self._require_ready()
+        self._send(200, {"object": "list", "data": [self._card()]})
+
+    def model_card(self, name: str) -> None:
+        self._require_ready()
+        if name != self.engine.served_model_name:
+            raise HttpError(
+                404,
+                {"error": {"message": f"The model '{name}' does not exist", "type": "invalid_request_error",
+                           "param": "model", "code": "model_not_found"}},
+            )
+        self._send(200, self._card())
+
+    def _card(self) -> dict[str, Any]:
+        name = self.engine.served_model_name
+        return {"id": name, "object": "model", "created": int(self.engine.launched_at), "owned_by": "sglang",
+                "root": name, "parent": None, "max_model_len": self.engine.resolved["context_length"]}
+
+    def completions(self) -> None:
+        self._openai("completion", openai_api.completion_request)
+
+    def chat_completions(self) -> None:
+        self._openai("chat", openai_api.chat_request)
+
+    def _openai(self, kind: str, parse: Callable[[dict], GenRequest]) -> None:
+        body = self._body()
+        self._require_ready()
+        try:
+            req = parse(body)
+        except (openai_api.BadRequest, TypeError, ValueError) as exc:
+            raise HttpError(400, {"object": "error", "message": str(exc), "type": "BadRequestError", "param": None, "code": 400}) from None
+        shaper = openai_api.Shaper(kind, body.get("model") or self.engine.served_model_name)
+        chunks = self.engine.generate(req)
+        if not req.stream:
+            self._send(200, shaper.full(_last(chunks)))
+            return
+        with _Sse(self) as sse:
+            if kind == "chat":
+                sse.event(shaper.first_chat_delta())
+            final = None
+            for chunk in chunks:
+                sse.event(shaper.delta(chunk))
+                final = chunk
+            if final is not None and openai_api.include_usage(body):
+                sse.event(shaper.usage_chunk(final.meta_info))
+            sse.done()
+
+    # ------------------------------------------------------------------ admin (sim only)
+    def admin_faults(self) -> None:
+        board = self.engine.board
+        if self.command == "POST":
+            body = self._body()
+            try:
+                if "faults" in body:
+                    board.replace(faults.parse_faults(body["faults"]))
+                else:
+                    current = faults.parse_faults(board.describe()["active"])
+                    keep = {f.name: f for f in current}
+                    for fault in faults.parse_faults(body.get("add") or []):
+                        keep[fault.name] = fault
+                    for name in body.get("remove") or []:
+                        keep.pop(str(name).partition(":")[0], None)
+                    board.replace(tuple(keep.values()))
+            except faults.FaultSpecError as exc:
+                raise HttpError(400, {"error": str(exc)}) from None
+        self._send(200, board.describe())
+
+    def admin_stats(self) -> None:
+        engine = self.engine
+        with engine._lock:
+            routes = dict(sorted(engine.route_counts.items()))
+            state = engine.state
+            finished = engine.finished_requests
+        self._send(
+            200,
+            {
+                "state": state,
+                "requests": routes,
+                "total_requests": sum(routes.values()),
+                "generation_requests_finished": finished,
+                "restarts": engine.restarts,
+                "since": engine.launched_at,
+                "image": engine.image.name,
+                "time_scale": engine.knobs.time_scale,
+            },
+        )
+
+    def admin_restart(self) -> None:
+        self.engine.restart()
+        self._send(200, {"state": "starting", "restarts": self.engine.restarts})
+
+
+def _rid() -> str:
+    return secrets.token_hex(16)
+
+
+def _last(chunks):
+    final = None
+    for final in chunks:
+        pass
+    return final
+
+
+class _Sse:
+    """`text/event-stream` over HTTP/1.1 chunked transfer encoding; flushed per event."""
+
+    def __init__(self, handler: SimHandler):
+        self.h = handler
+
+    def __enter__(self) -> _Sse:
+        h = self.h
+        h.send_response_only(200)
+        h.send_header("date", h.date_time_string())
+        h.send_header("server", "uvicorn")
+        h.send_header("content-type", "text/event-stream; charset=utf-8")
+        h.send_header("transfer-encoding", "chunked")
+        h.end_headers()
+        h._access(200)
+        return self
+
+    def _write(self, data: bytes) -> None:
+        self.h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.h.wfile.flush()
+
+    def event(self, obj: Any) -> None:
+        self._write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+
+    def done(self) -> None:
+        self._write(b"data: [DONE]\n\n")
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            self.h.wfile.write(b"0\r\n\r\n")
+            self.h.wfile.flush()
+        else:
+            self.h.close_connection = True  # a half-sent stream cannot be continued
+        return False
+
+
+class SimServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 64
+
+
+def make_server(engine: Engine, host: str, port: int) -> SimServer:
+    handler = type("BoundSimHandler", (SimHandler,), {"engine": engine})
+    return SimServer((host, port), handler)
+
