@@ -176,6 +176,29 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if verdict.passed else EXIT_INVALID
 
 
+def cmd_sentinel(args: argparse.Namespace) -> int:
+    import logging
+
+    from sparkgate.sentinel.service import Sentinel, SentinelConfig
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s sentinel %(levelname)s %(message)s")
+    config = SentinelConfig(
+        engine_url=args.engine_url,
+        bundle_dir=Path(args.bundle),
+        log_file=args.log_file,
+        tests_dir=Path(args.tests),
+        period_s=args.period,
+        port=args.port,
+        closed_port=args.closed_port,
+        api_key_file=args.api_key_file,
+    )
+    if not (config.bundle_dir / "expectations.json").is_file():
+        print(f"sparkgate sentinel: {config.bundle_dir}/expectations.json missing: mount the rendered bundle", file=sys.stderr)
+        return EXIT_USAGE
+    Sentinel(config).run_forever()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparkgate", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -228,6 +251,16 @@ def build_parser() -> argparse.ArgumentParser:
     verify_p.add_argument("--api-key-file", help="file holding the engine's API key, if it has one")
     verify_p.add_argument("--no-calibrate", action="store_true", help="skip calibration (cheap re-check; speed and accept checks then fail)")
     verify_p.set_defaults(func=cmd_verify)
+    sentinel = sub.add_parser("sentinel", help="run the admission sentinel (inside the stack)")
+    sentinel.add_argument("--engine-url", required=True)
+    sentinel.add_argument("--bundle", default="/bundle", help="rendered bundle directory (expectations.json, argv.json)")
+    sentinel.add_argument("--log-file", default="/var/log/sparkgate/engine.log")
+    sentinel.add_argument("--tests", default="/opt/sparkgate/tests", help="directory holding infra/ and smoke/")
+    sentinel.add_argument("--period", type=float, default=5.0, help="seconds between re-checks")
+    sentinel.add_argument("--port", type=int, default=8081)
+    sentinel.add_argument("--closed-port", type=int, default=8082)
+    sentinel.add_argument("--api-key-file", help="the engine's API key, if it has one")
+    sentinel.set_defaults(func=cmd_sentinel)
     return parser
 
 

@@ -1,0 +1,123 @@
+"""The sentinel's HTTP side: /ready (200 only while the latest verdict passes), /verdict (JSON),
+/metrics (Prometheus), /healthz; and on a second port, the body the gateway returns while closed."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from sparkgate.sentinel.state import GateState
+
+
+def _metrics(state: GateState) -> str:
+    snap = state.snapshot()
+    lines = [
+        "# HELP sparkgate_gate_open 1 while the latest verdict passes and traffic is admitted.",
+        "# TYPE sparkgate_gate_open gauge",
+        f"sparkgate_gate_open{{profile=\"{snap['profile']}\"}} {1 if snap['ready'] else 0}",
+        "# HELP sparkgate_last_verdict_timestamp_seconds Unix time of the latest verdict.",
+        "# TYPE sparkgate_last_verdict_timestamp_seconds gauge",
+        f"sparkgate_last_verdict_timestamp_seconds {snap['last_verdict_at'] or 0}",
+        "# HELP sparkgate_full_verifications_total Full verifications (with calibration) run.",
+        "# TYPE sparkgate_full_verifications_total counter",
+        f"sparkgate_full_verifications_total {snap['full_runs']}",
+        "# HELP sparkgate_rechecks_total Cheap re-checks run.",
+        "# TYPE sparkgate_rechecks_total counter",
+        f"sparkgate_rechecks_total {snap['rechecks']}",
+        "# HELP sparkgate_check_passed 1 if the check passed in the latest verdict.",
+        "# TYPE sparkgate_check_passed gauge",
+    ]
+    checks = ((snap.get("full") or {}).get("verification") or {}).get("checks", [])
+    recheck = {c["name"]: c for c in ((snap.get("recheck") or {}).get("checks") or [])}
+    for check in checks:
+        latest = recheck.get(check["name"], check)
+        lines.append(f"sparkgate_check_passed{{check=\"{check['name']}\"}} {1 if latest['passed'] else 0}")
+    for suite in ("infra", "smoke"):
+        result = (snap.get("full") or {}).get(suite)
+        if result:
+            lines.append(f"sparkgate_check_passed{{check=\"suite.{suite}\"}} {1 if result['passed'] else 0}")
+    accept = ((snap.get("full") or {}).get("verification") or {}).get("calibration", {}).get("accept_length")
+    lines += [
+        "# HELP sparkgate_accept_length MTP accept length measured by the latest calibration.",
+        "# TYPE sparkgate_accept_length gauge",
+        f"sparkgate_accept_length {accept if accept is not None else 'NaN'}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def closed_body(state: GateState) -> dict:
+    snap = state.snapshot()
+    failing = [c["name"] for c in ((snap.get("recheck") or {}).get("checks") or []) if not c["passed"]]
+    if not failing:
+        failing = [c["name"] for c in (((snap.get("full") or {}).get("verification") or {}).get("checks") or [])
+                   if not c["passed"]]
+    return {
+        "error": "sparkgate gate closed: the engine is not proven",
+        "state": snap["state"],
+        "reason": snap["reason"],
+        "failing_checks": failing[:10],
+    }
+
+
+def _handler(state: GateState, closed_port: bool):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):  # quiet: the sentinel logs transitions itself
+            return
+
+        def _send(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def _json(self, status: int, value: dict) -> None:
+            self._send(status, (json.dumps(value, default=str) + "\n").encode(), "application/json")
+
+        def _route(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if closed_port:
+                self._json(503, closed_body(state))
+            elif path in ("/ready", "/sparkgate/ready"):
+                snap = state.snapshot()
+                self._json(200 if snap["ready"] else 503, {"ready": snap["ready"], "state": snap["state"], "reason": snap["reason"]})
+            elif path in ("/verdict", "/sparkgate/verdict"):
+                self._json(200, state.snapshot())
+            elif path in ("/metrics", "/sparkgate/metrics"):
+                self._send(200, _metrics(state).encode(), "text/plain; version=0.0.4")
+            elif path == "/healthz":
+                self._json(200, {"alive": True, "time": time.time()})
+            else:
+                self._json(404, {"error": f"unknown path {path}"})
+
+        def do_GET(self):  # noqa: N802 - http.server naming
+            self._route()
+
+        do_HEAD = do_GET
+
+        def do_POST(self):  # noqa: N802
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            self._route()
+
+        do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_POST
+
+    return Handler
+
+
+def serve(state: GateState, host: str, port: int, closed_port: int) -> list[ThreadingHTTPServer]:
+    servers = [
+        ThreadingHTTPServer((host, port), _handler(state, closed_port=False)),
+        ThreadingHTTPServer((host, closed_port), _handler(state, closed_port=True)),
+    ]
+    for server in servers:
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    return servers

@@ -1,0 +1,190 @@
+"""The sentinel loop: wait for a healthy engine, prove it (verification + testinfra + smoke, all against
+the engine directly), open the gate, then keep re-checking on a period.
+
+Cheap re-checks run every period (health, restart detection, configuration, probe report, log, and the
+accept length of the traffic served since the last check). A full verification with calibration runs
+again only when something changed: first start, an engine restart, or a failed re-check. The gate stays
+closed until a fresh full verdict passes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sparkgate.evidence import logs
+from sparkgate.evidence import metrics as metrics_mod
+from sparkgate.evidence.client import EngineClient, EngineUnreachable
+from sparkgate.evidence.gather import gather
+from sparkgate.evidence.results import CheckResult, checked
+from sparkgate.evidence.verify import STAGES, run_checks, stage_of, verify
+from sparkgate.phases import current_phase
+from sparkgate.sentinel import suites
+from sparkgate.sentinel.http import serve
+from sparkgate.sentinel.state import CLOSED, OPEN, VERIFYING, WAITING, GateState
+
+log = logging.getLogger("sparkgate.sentinel")
+CALIBRATION_STAGE = len(STAGES) - 1
+
+
+@dataclass(frozen=True)
+class SentinelConfig:
+    engine_url: str
+    bundle_dir: Path
+    log_file: str
+    tests_dir: Path
+    period_s: float = 5.0
+    host: str = "0.0.0.0"
+    port: int = 8081
+    closed_port: int = 8082
+    api_key_file: str | None = None
+    suite_timeout_s: float = 300.0
+
+
+class Sentinel:
+    def __init__(self, config: SentinelConfig):
+        self.config = config
+        self.expectations = json.loads((config.bundle_dir / "expectations.json").read_text())
+        self.state = GateState(profile=self.expectations["profile"])
+        api_key = Path(config.api_key_file).read_text().strip() if config.api_key_file else None
+        self.api_key = api_key or None
+        self.client = EngineClient(config.engine_url, api_key=self.api_key)
+        self.need_full = True
+        self.ever_verified = False
+        self.counters: tuple[float, float] | None = None  # (generation tokens, verify calls) at last check
+
+    # --- one full verification -------------------------------------------------------------
+    def full_verification(self) -> bool:
+        self.state.set(VERIFYING, "verifying the engine before admitting traffic")
+        log.info("full verification: starting")
+        engine_log = logs.from_file(self.config.log_file)
+        verdict = verify(self.config.engine_url, self.expectations, engine_log, api_key=self.api_key)
+        suite_env = {
+            "SPARKGATE_BUNDLE": str(self.config.bundle_dir),
+            "SPARKGATE_INFRA_CONTEXT": "sentinel",
+            "SPARKGATE_SMOKE_URL": self.config.engine_url,
+            "SPARKGATE_SMOKE_MODEL": self.expectations["engine"]["served_model_name"],
+        }
+        if self.config.api_key_file:
+            suite_env["SPARKGATE_SMOKE_API_KEY_FILE"] = self.config.api_key_file
+        infra = suites.run_suite("infra", self.config.tests_dir / "infra", "infra and not host_only", suite_env,
+                                 self.config.suite_timeout_s)
+        smoke = suites.run_suite("smoke", self.config.tests_dir / "smoke", "smoke and not gateway_only", suite_env,
+                                 self.config.suite_timeout_s)
+        passed = verdict.passed and infra.passed and smoke.passed
+        info = self._server_info()
+        with self.state.lock:
+            self.state.full = {
+                "passed": passed,
+                "verification": verdict.as_dict(),
+                "infra": infra.as_dict(),
+                "smoke": smoke.as_dict(),
+            }
+            self.state.full_runs += 1
+            self.state.last_verdict_at = time.time()
+            self.state.engine_startup_time = (info or {}).get("startup_time")
+            self.state.recheck = None
+        self.counters = self._counters()
+        if passed:
+            self.ever_verified = True
+            self.state.set(OPEN, "all checks, testinfra and smoke tests passed")
+            log.info("gate OPEN: %d checks, %d infra tests, %d smoke tests passed",
+                     len(verdict.checks), len(infra.tests), len(smoke.tests))
+        else:
+            failing = [c.name for c in verdict.failures()]
+            failing += [f"infra:{t.name}" for t in infra.tests if t.outcome != "passed"] or ([] if infra.passed else ["infra suite"])
+            failing += [f"smoke:{t.name}" for t in smoke.tests if t.outcome != "passed"] or ([] if smoke.passed else ["smoke suite"])
+            self.state.set(CLOSED, "verification failed: " + ", ".join(failing[:8]))
+            log.warning("gate CLOSED: %s", ", ".join(failing))
+        return passed
+
+    # --- cheap re-check ---------------------------------------------------------------------
+    def recheck(self) -> bool:
+        engine_log = logs.from_file(self.config.log_file)
+        evidence = gather(self.client, self.expectations, engine_log, calibrate=False)
+        results: list[CheckResult] = [c for c in run_checks(evidence) if stage_of(c) < CALIBRATION_STAGE]
+        startup = (evidence.server_info or {}).get("startup_time")
+        results.append(checked(
+            "sentinel.engine_unchanged", startup == self.state.engine_startup_time, startup,
+            self.state.engine_startup_time, "GET /server_info startup_time",
+            "the engine restarted since it was verified: a full verification runs before traffic is admitted again",
+        ))
+        results.extend(self._accept_window())
+        passed = all(c.passed for c in results)
+        with self.state.lock:
+            self.state.recheck = {"time": time.time(), "passed": passed, "checks": [c.as_dict() for c in results]}
+            self.state.rechecks += 1
+            self.state.last_verdict_at = time.time()
+        if not passed:
+            failing = [c.name for c in results if not c.passed]
+            self.state.set(CLOSED, "re-check failed: " + ", ".join(failing[:8]))
+            log.warning("gate CLOSED by re-check: %s", ", ".join(failing))
+        return passed
+
+    def _accept_window(self) -> list[CheckResult]:
+        """Acceptance of the traffic served since the last check, from SGLang's counters."""
+        if "mtp" not in self.expectations.get("requested", []):
+            return []
+        now = self._counters()
+        before, self.counters = self.counters, now
+        floor = self.expectations["optimizations"]["mtp"]["min_accept_length"]
+        if now is None:
+            return [checked("sentinel.accept_window", False, "counters unavailable", f">= {floor}", "GET /metrics",
+                            "the engine's /metrics lost the speculative counters (restart or --enable-metrics missing)")]
+        if before is None or now[1] <= before[1]:
+            return []  # no finished requests in this window: nothing to judge
+        window = (now[0] - before[0]) / (now[1] - before[1])
+        return [checked(
+            "sentinel.accept_window", window >= floor, round(window, 3), f">= {floor}",
+            "GET /metrics generation_tokens_total / spec_verify_calls_total (since last check)",
+            "served traffic is accepting fewer draft tokens than the floor: the draft degraded after admission; "
+            "the gate stays closed until a fresh calibration passes",
+        )]
+
+    def _counters(self) -> tuple[float, float] | None:
+        try:
+            samples = metrics_mod.parse(self.client.get_text("/metrics"))
+        except EngineUnreachable:
+            return None
+        tokens = metrics_mod.total(samples, "sglang:generation_tokens_total")
+        verifies = metrics_mod.total(samples, "sglang:spec_verify_calls_total")
+        if tokens is None or verifies is None:
+            return None
+        return tokens, verifies
+
+    def _server_info(self) -> dict | None:
+        try:
+            return self.client.get_json("/server_info")
+        except EngineUnreachable:
+            return None
+
+    # --- loop ---------------------------------------------------------------------------------
+    def step(self) -> None:
+        engine_log = logs.from_file(self.config.log_file)
+        self.state.engine_phase = current_phase(engine_log.text)
+        if self.need_full:
+            if self.client.status("/health") != 200:
+                state = CLOSED if self.ever_verified else WAITING
+                self.state.set(state, f"engine not healthy (phase: {self.state.engine_phase})")
+                return
+            self.need_full = not self.full_verification()
+            return
+        if not self.recheck():
+            self.need_full = True
+
+    def run_forever(self) -> None:
+        serve(self.state, self.config.host, self.config.port, self.config.closed_port)
+        log.info("sentinel for %s watching %s every %.1fs", self.state.profile, self.config.engine_url,
+                 self.config.period_s)
+        while True:
+            started = time.monotonic()
+            try:
+                self.step()
+            except Exception as exc:  # a sentinel bug must close the gate, never leave it open
+                log.exception("sentinel step failed")
+                self.need_full = True
+                self.state.set(CLOSED, f"sentinel error: {type(exc).__name__}: {exc}")
+            time.sleep(max(0.0, self.config.period_s - (time.monotonic() - started)))
