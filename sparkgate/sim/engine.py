@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkgate import sglang_flags as F
 from sparkgate.sim import faults, textgen, timing
 from sparkgate.sim.cli import EngineArgs
 from sparkgate.sim.engagement import Engaged, decide, probe_report
@@ -97,6 +98,7 @@ class Engine:
         """What a fresh engine process starts with."""
         self.state = STARTING
         self.engaged: Engaged | None = None
+        self.visible_env: dict[str, str] = dict(self.env)
         self.speed: timing.SpeedModel | None = None
         self.startup_time: dict[str, Any] = {}
         self.weight_mem_gb = 0.0
@@ -129,7 +131,13 @@ class Engine:
     def latch_engagement(self) -> Engaged:
         self.board.latch_load_time()
         engaged = decide(self.requested, self.image, self.board, self.env, self.resolved["moe_runner_backend"])
+        # fp8-env-ignored: the variable never reaches SGLang's Envs (an unpatched build, or an env file
+        # that lost it), so it is neither applied nor listed among the exported env vars.
+        visible = dict(self.env)
+        if self.board.loaded_with(faults.FP8_ENV_IGNORED):
+            visible.pop(F.FP8_LM_HEAD_ENV, None)
         with self._lock:
+            self.visible_env = visible
             self.engaged = engaged
             self.speed = timing.SpeedModel(
                 humming=engaged.humming,
@@ -223,8 +231,8 @@ class Engine:
         accept = self.avg_spec_accept_length()
         if accept is not None:
             state["avg_spec_accept_length"] = accept
-        if self.env.get("SGLANG_EXPOSE_OWN_ENV_VARS", "").strip().lower() in ("1", "true", "yes", "y", "on"):
-            state["env_vars"] = exportable_env_vars(self.image, self.env)
+        if F.env_is_true(self.env.get(F.EXPOSE_OWN_ENV_VARS_ENV, "")):
+            state["env_vars"] = exportable_env_vars(self.image, self.visible_env)
         engaged = self.engaged
         if engaged is not None and engaged.probe_installed and self.board.runtime(faults.PROBE_MISSING) is None:
             state["engagement"] = probe_report(engaged)
