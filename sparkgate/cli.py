@@ -199,6 +199,12 @@ def cmd_sentinel(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gateway(args: argparse.Namespace) -> int:
+    from sparkgate import gateway
+
+    return gateway.run(args.config)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparkgate", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -261,6 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
     sentinel.add_argument("--closed-port", type=int, default=8082)
     sentinel.add_argument("--api-key-file", help="the engine's API key, if it has one")
     sentinel.set_defaults(func=cmd_sentinel)
+    gateway_p = sub.add_parser("gateway", help="gateway container entrypoint (API key, then HAProxy)")
+    gateway_p.add_argument("--config", required=True)
+    gateway_p.set_defaults(func=cmd_gateway)
     return parser
 
 

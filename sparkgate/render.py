@@ -29,12 +29,23 @@ ENGINE_LOG = "/var/log/sparkgate/engine.log"
 DEFAULT_SIM_TIME_SCALE = 0.05
 
 
+SENTINEL_PORT = 8081
+SENTINEL_CLOSED_PORT = 8082
+GATEWAY_CONTAINER_PORT = 8080
+DEFAULT_GATEWAY_PORT = 18000
+
+
 @dataclass(frozen=True)
 class RenderOptions:
     target: str = "spark"
     sim_time_scale: float = DEFAULT_SIM_TIME_SCALE
     # Path from the compose file's directory to the bundle files (env_file etc.).
     bundle_dir: str = "."
+    # Seconds between the sentinel's re-checks; the gateway closes within one period.
+    recheck_period_s: float = 5.0
+    # Simulator faults (sim target only), e.g. ("draft-lm-head-unshared",); empty for a healthy engine.
+    sim_faults: tuple[str, ...] = ()
+    sim_admin: bool = False
 
 
 def _environment() -> Environment:
@@ -61,8 +72,38 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions) -> dict:
     model_dir_name = PurePosixPath(profile.model.path).name
     humming_root = str(PurePosixPath(profile.optimizations.humming.cache_dir).parent)
     capabilities = lock.engine_images[profile.image].capabilities
+    engine_url = f"http://engine:{profile.sglang.port}"
+    runtime_image = lock.local_images["sentinel"]
+    sim_environment = {
+        # The simulator mirrors the engine image the profile names: fork or stock SGLang.
+        "SPARKGATE_SIM_IMAGE": "fork" if F.FP8_LM_HEAD_ENV in capabilities.declared_env else "stock",
+        "SPARKGATE_SIM_TIME_SCALE": str(options.sim_time_scale),
+    }
+    if options.sim_faults:
+        sim_environment["SPARKGATE_SIM_FAULTS"] = ",".join(options.sim_faults)
+    if options.sim_admin:
+        sim_environment["SPARKGATE_SIM_ADMIN"] = "1"
     return {
         "project": f"sparkgate-{profile.name}",
+        "runtime_image": runtime_image,
+        "sentinel_command": [
+            "sparkgate", "sentinel", "--engine-url", engine_url, "--bundle", "/bundle",
+            "--log-file", ENGINE_LOG, "--period", str(options.recheck_period_s),
+            "--port", str(SENTINEL_PORT), "--closed-port", str(SENTINEL_CLOSED_PORT),
+        ],
+        "sentinel_healthcheck": [
+            "CMD", "sparkgate", "healthcheck", "--url", f"http://127.0.0.1:{SENTINEL_PORT}/healthz",
+        ],
+        "gateway_command": ["sparkgate", "gateway", "--config", "/bundle/haproxy.cfg"],
+        "gateway_image": lock.local_images["gateway"],
+        "gateway_publish": (
+            "${SPARKGATE_GATEWAY_BIND:-127.0.0.1}:${SPARKGATE_GATEWAY_PORT:-"
+            f"{DEFAULT_GATEWAY_PORT}}}:{GATEWAY_CONTAINER_PORT}"
+        ),
+        "gateway_bind_expr": "${SPARKGATE_GATEWAY_BIND:-127.0.0.1}",
+        "api_key_file_expr": "${SPARKGATE_API_KEY_FILE:-/dev/null}",
+        "bundle_mount": f"{'./' if options.bundle_dir == '.' else './' + options.bundle_dir.rstrip('/') + '/'}:/bundle:ro",
+        "sim_model_mount": f"sim-model:{profile.model.path}:ro",
         "engine_image": engine_image,
         "engine_entrypoint": [
             "sparkgate", "engine", "--launcher", options.target, "--log-file", ENGINE_LOG, "--",
@@ -74,11 +115,19 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions) -> dict:
         "healthcheck": [
             "CMD", "sparkgate", "healthcheck", "--url", f"http://127.0.0.1:{profile.sglang.port}/health",
         ],
-        "sim_environment": {
-            # The simulator mirrors the engine image the profile names: fork or stock SGLang.
-            "SPARKGATE_SIM_IMAGE": "fork" if F.FP8_LM_HEAD_ENV in capabilities.declared_env else "stock",
-            "SPARKGATE_SIM_TIME_SCALE": str(options.sim_time_scale),
-        },
+        "sim_environment": sim_environment,
+    }
+
+
+def gateway_context(loaded: LoadedProfile, options: RenderOptions) -> dict:
+    return {
+        "gateway_port": GATEWAY_CONTAINER_PORT,
+        "engine_host": "engine",
+        "engine_port": loaded.profile.sglang.port,
+        "sentinel_host": "sentinel",
+        "sentinel_port": SENTINEL_PORT,
+        "sentinel_closed_port": SENTINEL_CLOSED_PORT,
+        "check_interval_ms": 1000,
     }
 
 
@@ -105,6 +154,9 @@ def render_files(loaded: LoadedProfile, options: RenderOptions) -> dict[str, str
             expectations=expectations.build(loaded, options.target, time_scale)
         ),
     }
+    gateway = gateway_context(loaded, options)
+    for name in ("haproxy.cfg", "gateway-starts-closed.lua", "gateway-503.http"):
+        files[name] = env.get_template(f"gateway/{name}.j2").render(header=header, **gateway)
     lock = load_lock()
     manifest = {
         "generated_from": loaded.source,

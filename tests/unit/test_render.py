@@ -33,7 +33,10 @@ def rendered(name, target="spark"):
 def test_render_is_deterministic_and_complete(name, target):
     first, second = rendered(name, target), rendered(name, target)
     assert first == second
-    assert set(first) == {"compose.yaml", "engine.env", "argv.json", "expectations.json", "manifest.json"}
+    assert set(first) == {
+        "compose.yaml", "engine.env", "argv.json", "expectations.json", "manifest.json",
+        "haproxy.cfg", "gateway-starts-closed.lua", "gateway-503.http",
+    }
     for text in first.values():
         assert "{{" not in text and "{%" not in text
 
@@ -56,6 +59,12 @@ def test_bundle_contents_agree(name, target):
     assert argv == list(loaded.plan.argv)
     assert engine["command"] == argv
     assert "ports" not in engine, "the engine must not publish a port"
+    published = {name: svc.get("ports") for name, svc in compose["services"].items() if svc.get("ports")}
+    assert list(published) == ["gateway"], "the gateway is the only published service"
+    assert published["gateway"] == ["${SPARKGATE_GATEWAY_BIND:-127.0.0.1}:${SPARKGATE_GATEWAY_PORT:-18000}:8080"]
+    assert engine["pid"] == "service:sentinel"
+    assert compose["networks"]["engine"]["internal"] is True
+    assert engine["networks"] == ["engine"] and compose["services"]["sentinel"]["networks"] == ["engine"]
     assert engine["restart"] == "no"
     assert engine["healthcheck"]["test"][0] == "CMD"
     assert engine["env_file"] == ["engine.env"]
