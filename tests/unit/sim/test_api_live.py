@@ -1,0 +1,208 @@
+"""HTTP surface: auth, OpenAI shapes (through the real `openai` client), determinism, image variants,
+metrics/admin switches, restarts."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .simproc import decode_speed, metric_total, profile_launch
+
+PROMPT = "Question: Tom has three times as many marbles as Ann. Together they have 48. How many has Tom?"
+
+
+def _argv_with(name: str, *extra: str, drop: tuple[str, ...] = ()) -> tuple[list[str], dict]:
+    argv, env = profile_launch(name)
+    argv = [a for a in argv if a not in drop]
+    return argv + list(extra), env
+
+
+def test_api_key_is_enforced_on_api_routes_only(start_sim):
+    sim = start_sim(*_argv_with("baseline", "--api-key", "sk-sim-test"))
+    auth = {"authorization": "Bearer sk-sim-test"}
+    for path in ("/health", "/health_generate", "/ready", "/metrics"):
+        assert sim.get(path).status == 200, path
+    for path in ("/v1/models", "/server_info", "/model_info", "/get_server_info"):
+        assert sim.get(path).status == 401, path
+        assert sim.get(path, headers={"authorization": "Bearer wrong"}).status == 401
+        assert sim.get(path, headers=auth).status == 200, path
+    denied = sim.post("/generate", {"text": PROMPT})
+    assert (denied.status, denied.json()) == (401, {"error": "Unauthorized"})
+    assert sim.post("/generate", {"text": PROMPT, "sampling_params": {"max_new_tokens": 3}}, headers=auth).status == 200
+
+
+def test_openai_client_streaming_and_usage(start_profile):
+    openai = pytest.importorskip("openai")
+    sim = start_profile("all-three")
+    client = openai.OpenAI(base_url=sim.base_url + "/v1", api_key="unused", max_retries=0)
+    models = client.models.list()
+    assert [m.id for m in models.data] == ["ling-v3-flash-fp4"]
+
+    stream = client.chat.completions.create(
+        model="ling-v3-flash-fp4", messages=[{"role": "user", "content": PROMPT}], max_tokens=40, temperature=0,
+        stream=True, stream_options={"include_usage": True},
+    )
+    pieces, usage, finish = [], None, None
+    for event in stream:
+        if event.usage is not None:
+            usage = event.usage
+        for choice in event.choices:
+            pieces.append(choice.delta.content or "")
+            finish = choice.finish_reason or finish
+    text = "".join(pieces)
+    assert finish == "length"
+    assert usage.completion_tokens == 40 == len(text.split())
+    assert usage.total_tokens == usage.prompt_tokens + 40
+
+    whole = client.chat.completions.create(
+        model="ling-v3-flash-fp4", messages=[{"role": "user", "content": PROMPT}], max_tokens=40, temperature=0
+    )
+    assert whole.choices[0].message.content == text  # temperature 0: same prompt, same text
+    assert whole.usage.prompt_tokens == usage.prompt_tokens
+
+    completion = client.completions.create(model="ling-v3-flash-fp4", prompt=PROMPT, max_tokens=12, temperature=0)
+    assert completion.usage.prompt_tokens == len(PROMPT.split())
+    assert len(completion.choices[0].text.split()) == completion.usage.completion_tokens == 12
+    streamed = client.completions.create(
+        model="ling-v3-flash-fp4", prompt=PROMPT, max_tokens=12, temperature=0, stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(streamed)
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == completion.choices[0].text
+    assert chunks[-1].usage.completion_tokens == 12
+
+    text_metrics = sim.metrics()
+    assert metric_total(text_metrics, "sglang:num_requests_total") == 4
+    assert metric_total(text_metrics, "sglang:generation_tokens_total") == 40 + 40 + 12 + 12
+
+
+def test_generate_is_deterministic_at_temperature_zero(start_profile):
+    sim = start_profile("baseline")
+    body = {"text": PROMPT, "sampling_params": {"max_new_tokens": 24, "temperature": 0}}
+    first, second = sim.post("/generate", body).json(), sim.post("/generate", body).json()
+    other = sim.post("/generate", {**body, "text": PROMPT + " Show your work."}).json()
+    assert first["text"] == second["text"] and first["output_ids"] == second["output_ids"]
+    assert other["text"] != first["text"]
+    assert len(first["text"].split()) == first["meta_info"]["completion_tokens"] == 24
+    assert first["meta_info"]["finish_reason"] == {"type": "length", "length": 24}
+    assert first["meta_info"]["prompt_tokens"] == len(PROMPT.split())
+    sampled = {sim.post("/generate", {**body, "sampling_params": {"max_new_tokens": 8, "temperature": 0.8}}).json()["text"] for _ in range(3)}
+    assert len(sampled) > 1  # sampling without a seed differs between requests
+    streamed = [e for _, e in sim.stream("/generate", body) if e != "[DONE]"]
+    assert streamed[-1]["text"] == first["text"]
+    assert streamed[0]["meta_info"]["finish_reason"] is None and "e2e_latency" not in streamed[0]["meta_info"]
+    assert streamed[-1]["meta_info"]["e2e_latency"] > 0.2  # simulated seconds: TTFT alone is ~0.2 s
+
+
+def test_routes_and_switches(start_sim):
+    argv, env = _argv_with("baseline", drop=("--enable-metrics",))
+    sim = start_sim(argv, env)
+    assert sim.get("/metrics").status == 404  # only with --enable-metrics
+    assert sim.get("/admin/stats").status == 404  # only with SPARKGATE_SIM_ADMIN=1
+    assert sim.get("/nope").status == 404
+    assert sim.get("/generate").status == 405
+    info = sim.get("/model_info").json()
+    assert info["architectures"] == ["BailingMoeV3ForCausalLM"] and info["served_model_name"] == "ling-v3-flash-fp4"
+    assert sim.get("/get_model_info").json() == info
+    assert sim.get("/v1/models/ling-v3-flash-fp4").json()["max_model_len"] == 262144
+    assert sim.get("/v1/models/other").status == 404
+
+
+def test_stock_image_ignores_the_fp8_variable(start_profile):
+    sim = start_profile("all-three", {"SPARKGATE_SIM_IMAGE": "stock"}, scale=0.02)
+    speed, meta = decode_speed(sim, PROMPT, 120)
+    state = sim.server_info()["internal_states"][0]
+    assert "SGLANG_ENABLE_FP8_LM_HEAD" not in state["env_vars"]
+    assert "SGLANG_PLUGINS" in state["env_vars"]
+    report = state["engagement"]
+    assert report["target"]["lm_head"]["weight_dtype"] == "torch.bfloat16"
+    assert report["lm_head_sharing"] == {"module_shared": False, "weight_shared": True}
+    assert "Online FP8 quantization" not in sim.log()
+    assert meta["spec_accept_length"] > 2.4  # BF16 head: no trap, just no FP8 gain
+    assert 49.0 < speed < 53.0
+
+
+def test_legacy_sgl_prefix_turns_the_fp8_head_on(start_sim):
+    argv, env = profile_launch("humming-fp8")
+    env.pop("SGLANG_ENABLE_FP8_LM_HEAD")
+    sim = start_sim(argv, {**env, "SGL_ENABLE_FP8_LM_HEAD": "true"})
+    state = sim.server_info()["internal_states"][0]
+    assert state["env_vars"]["SGLANG_ENABLE_FP8_LM_HEAD"] == "true"
+    assert state["engagement"]["target"]["lm_head"]["weight_dtype"] == "torch.float8_e4m3fn"
+    assert sim.log().count("Online FP8 quantization enabled for lm_head.") == 1
+
+
+def test_avg_accept_length_only_after_a_decode_log_interval(start_sim):
+    argv, env = profile_launch("all-three")
+    sim = start_sim(argv + ["--decode-log-interval", "10"], env)
+    sim.post("/generate", {"text": PROMPT, "sampling_params": {"max_new_tokens": 12}})  # ~4 verify steps
+    assert "avg_spec_accept_length" not in sim.server_info()["internal_states"][0]
+    sim.post("/generate", {"text": PROMPT, "sampling_params": {"max_new_tokens": 60}})
+    state = sim.server_info()["internal_states"][0]
+    assert state["avg_spec_accept_length"] == pytest.approx(2.68, abs=0.15)
+    assert len([l for l in sim.log().splitlines() if "Decode batch" in l]) >= 2
+    gauges = sim.metrics()
+    assert metric_total(gauges, "sglang:spec_accept_length") == pytest.approx(2.68, abs=0.3)
+
+
+def test_admin_faults_stats_and_restart(start_profile):
+    sim = start_profile("all-three", {"SPARKGATE_SIM_ADMIN": "1"})
+    sim.post("/generate", {"text": PROMPT, "sampling_params": {"max_new_tokens": 8}})
+    stats = sim.get("/admin/stats").json()
+    assert stats["requests"]["/generate"] == 1 and stats["requests"]["/health"] >= 1
+    assert "/admin/stats" not in stats["requests"]
+
+    # Runtime fault: applies to the next request.
+    state = sim.post("/admin/faults", {"faults": ["degrade-after:0"]}).json()
+    assert state["active"] == ["degrade-after:0"]
+    meta = sim.post("/generate", {"text": PROMPT, "sampling_params": {"max_new_tokens": 40}}).json()["meta_info"]
+    assert meta["spec_accept_length"] == pytest.approx(1.2, abs=0.05)
+
+    # Load-time fault: waits for a restart.
+    state = sim.post("/admin/faults", {"add": ["draft-lm-head-unshared"], "remove": ["degrade-after"]}).json()
+    assert state["pending_restart"] == ["draft-lm-head-unshared"]
+    assert sim.engagement()["lm_head_sharing"]["module_shared"] is True
+    before = sim.server_info()["startup_time"]
+    assert sim.post("/admin/faults", {"faults": ["bogus"]}).status == 400
+
+    assert sim.post("/admin/restart", {}).status == 200
+    assert sim.get("/health").status == 503
+    sim.wait_ready()
+    assert sim.engagement()["lm_head_sharing"]["module_shared"] is False
+    assert sim.server_info()["startup_time"] != before
+    assert sim.get("/admin/stats").json()["restarts"] == 1
+    assert sim.log().count("The server is fired up and ready to roll!") == 2
+
+
+def test_health_is_503_with_no_body_while_starting(start_profile):
+    sim = start_profile("baseline", {"SPARKGATE_SIM_STARTUP_S": "150"}, ready=False)  # 1.5 s of wall time
+    sim.wait_listening()
+    for path in ("/health", "/health_generate", "/ready"):
+        resp = sim.get(path)
+        assert (resp.status, resp.body) == (503, b""), path
+    assert sim.post("/generate", {"text": PROMPT}).status == 503
+    started = time.monotonic()
+    sim.wait_ready()
+    assert time.monotonic() - started > 0.5
+
+
+def test_requests_queue_at_batch_one(start_profile):
+    import threading
+
+    sim = start_profile("baseline", scale=0.02)
+    results = []
+
+    def one(i):
+        results.append(sim.post("/generate", {"text": f"{PROMPT} {i}", "sampling_params": {"max_new_tokens": 30}}).json())
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = (time.monotonic() - started) / 0.02
+    one_request = 0.2 + 29 / 37.81
+    assert wall > 1.8 * one_request  # served one after the other, not side by side
+    assert max(r["meta_info"]["e2e_latency"] for r in results) > 1.8 * one_request  # queue time counts
