@@ -2,9 +2,9 @@
 
 from invoke import Collection
 
-from sparkgate.tasks import bundle, dev
+from sparkgate.tasks import bundle, dev, stack
 
 ns = Collection()
-for collection in (bundle.ns, dev.ns):
+for collection in (bundle.ns, dev.ns, stack.ns):
     for name, task_obj in collection.tasks.items():
         ns.add_task(task_obj, name=name)

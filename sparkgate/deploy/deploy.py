@@ -1,0 +1,272 @@
+"""Deploy a profile: preflight, render, compose up, follow the engine's startup, wait for the sentinel's
+verdict, smoke-test through the gateway, and write a deploy record. Exit 0 only when traffic is admitted."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from sparkgate import profiles, render
+from sparkgate.deploy import docker_cli, preflight
+from sparkgate.images import load_lock
+from sparkgate.paths import build_dir, repo_root
+from sparkgate.phases import current_phase
+from sparkgate.render import write_file_atomically
+
+SPARK_START_BUDGET_S = 20 * 60  # cold start is ~8 min; graphs + JIT can add more on a first run
+SIM_START_BUDGET_S = 5 * 60
+
+
+@dataclass(frozen=True)
+class DeployOptions:
+    profile: str
+    target: str = "sim"
+    project: str | None = None
+    out: Path | None = None
+    port: int = render.DEFAULT_GATEWAY_PORT
+    bind: str = "127.0.0.1"
+    api_key_file: str | None = None
+    sim_faults: tuple[str, ...] = ()
+    sim_admin: bool = False
+    sim_time_scale: float = render.DEFAULT_SIM_TIME_SCALE
+    recheck_period_s: float = 5.0
+    budget_s: float | None = None
+    post_smoke: bool = True
+    dry_run: bool = False
+
+
+@dataclass
+class DeployResult:
+    admitted: bool
+    project: str
+    bundle: Path
+    gateway_url: str
+    reason: str
+    verdict: dict | None = None
+    timings: dict = field(default_factory=dict)
+    record: Path | None = None
+
+
+class DeployRefused(Exception):
+    """Preflight or profile refusal: nothing was started."""
+
+
+def gateway_url(options: DeployOptions) -> str:
+    host = "127.0.0.1" if options.bind in ("0.0.0.0", "127.0.0.1", "localhost") else options.bind
+    return f"http://{host}:{options.port}"
+
+
+def compose_env(options: DeployOptions) -> dict[str, str]:
+    env = {"SPARKGATE_GATEWAY_PORT": str(options.port), "SPARKGATE_GATEWAY_BIND": options.bind}
+    if options.api_key_file:
+        env["SPARKGATE_API_KEY_FILE"] = str(Path(options.api_key_file).resolve())
+    return env
+
+
+def _get_json(url: str, api_key: str | None, timeout: float = 5.0) -> tuple[int, dict | None]:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        try:
+            return exc.code, json.loads(exc.read() or b"null")
+        except json.JSONDecodeError:
+            return exc.code, None
+    except (urllib.error.URLError, OSError, json.JSONDecodeError):
+        return 0, None
+
+
+def run_smoke(url: str, model: str, api_key_file: str | None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SPARKGATE_SMOKE_URL": url, "SPARKGATE_SMOKE_MODEL": model}
+    if api_key_file:
+        env["SPARKGATE_SMOKE_API_KEY_FILE"] = str(api_key_file)
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "smoke",
+            str(repo_root() / "tests" / "smoke")]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=repo_root(), timeout=300)
+
+
+def _with_env(env: dict[str, str]):
+    """Compose reads ${SPARKGATE_*} from the process environment."""
+    previous = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    return previous
+
+
+def _restore(previous: dict[str, str | None]) -> None:
+    for key, value in previous.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> DeployResult:
+    started = time.monotonic()
+    timings: dict[str, float] = {}
+
+    def mark(name: str) -> None:
+        timings[name] = round(time.monotonic() - started, 2)
+
+    loaded = profiles.load(options.profile)  # ProfileError propagates: one line, nothing started
+    name = loaded.profile.name
+    project = docker_cli.Project(options.project or f"sparkgate-{name}",
+                                 (options.out or build_dir() / name) / "compose.yaml")
+    bundle = project.compose_file.parent
+    render_options = render.RenderOptions(
+        target=options.target, sim_time_scale=options.sim_time_scale, recheck_period_s=options.recheck_period_s,
+        sim_faults=options.sim_faults, sim_admin=options.sim_admin,
+    )
+    lock = load_lock()
+    images = [lock.local_images["sentinel"], lock.local_images["gateway"]]
+    images.append(lock.local_images["sim"] if options.target == "sim" else lock.engine_ref(loaded.profile.image))
+    url = gateway_url(options)
+
+    say(f"[1/6] preflight ({options.target})")
+    findings = [preflight.docker_reachable()]
+    if findings[0].ok:
+        findings.append(preflight.images_present(sorted(set(images))))
+    findings += [preflight.port_free(options.bind, options.port), preflight.api_key(options.bind, options.api_key_file)]
+    if options.target == "spark":
+        model_dir = Path(os.environ.get("SPARKGATE_MODEL_DIR", Path.home() / "models" / Path(loaded.profile.model.path).name))
+        cache_dir = Path(os.environ.get("SPARKGATE_CACHE_DIR", Path.home() / ".cache" / "sparkgate"))
+        findings += preflight.spark_host(model_dir, cache_dir)
+    for finding in findings:
+        say(f"      {finding}")
+    failed = [f for f in findings if not f.ok]
+    if failed:
+        raise DeployRefused(f"preflight failed: {failed[0].check}: {failed[0].detail}")
+    mark("preflight")
+
+    say(f"[2/6] render {loaded.source} -> {bundle}")
+    if options.dry_run:
+        for file_name in render.render_files(loaded, render_options):
+            say(f"      would write {bundle / file_name}")
+        say(f"      would run: docker compose -p {project.name} -f {project.compose_file} up -d")
+        return DeployResult(False, project.name, bundle, url, "dry run: nothing started")
+    render.render(loaded, render_options, bundle)
+    mark("render")
+
+    previous = _with_env(compose_env(options))
+    try:
+        say(f"[3/6] compose up (project {project.name}); the gateway starts closed")
+        project.compose("down", "--remove-orphans", "-t", "5", check=False)
+        project.compose("up", "-d", "--no-build")
+        mark("up")
+        result = _wait_and_prove(options, project, loaded, url, started, timings, say)
+    finally:
+        _restore(previous)
+    result.record = _write_record(options, project, bundle, images, result)
+    return result
+
+
+def _wait_and_prove(options, project, loaded, url, started, timings, say) -> DeployResult:
+    budget = options.budget_s or (SIM_START_BUDGET_S if options.target == "sim" else SPARK_START_BUDGET_S)
+    api_key = Path(options.api_key_file).read_text().strip() if options.api_key_file else None
+    say(f"[4/6] waiting for the engine (budget {budget:.0f}s)")
+    last_phase = last_gate = None
+    deadline = time.monotonic() + budget
+    verdict = None
+    while time.monotonic() < deadline:
+        elapsed = time.monotonic() - started
+        engine_state = project.state("engine")
+        phase = current_phase(project.logs("engine"))
+        if phase != last_phase:
+            say(f"      {elapsed:6.1f}s engine: {phase}")
+            last_phase = phase
+        if engine_state is None or engine_state.get("Status") in ("exited", "dead"):
+            code = (engine_state or {}).get("ExitCode")
+            return _refused(options, project, url, timings, say, f"engine exited (code {code}) during startup", verdict)
+        health = (engine_state.get("Health") or {}).get("Status")
+        if health == "healthy" and "engine_healthy" not in timings:
+            timings["engine_healthy"] = round(elapsed, 2)
+        status, verdict = _get_json(f"{url}/sparkgate/verdict", api_key)
+        gate = (verdict or {}).get("state")
+        if gate != last_gate and gate is not None:
+            say(f"      {elapsed:6.1f}s gate: {gate} ({(verdict or {}).get('reason')})")
+            last_gate = gate
+        if gate == "open":
+            timings["gate_open"] = round(elapsed, 2)
+            break
+        if gate == "closed" and (verdict or {}).get("full_runs", 0) >= 1:
+            return _refused(options, project, url, timings, say, "the sentinel refused the engine", verdict)
+        time.sleep(1.0)
+    else:
+        return _refused(options, project, url, timings, say, f"no verdict within {budget:.0f}s", verdict)
+
+    say("[5/6] sentinel verdict: PASS (verification + testinfra + smoke against the engine)")
+    _print_verdict(verdict, say)
+    if options.post_smoke:
+        say(f"[6/6] post-admission smoke through the gateway {url}")
+        smoke = run_smoke(url, loaded.profile.model.served_name, options.api_key_file)
+        timings["post_smoke"] = round(time.monotonic() - started, 2)
+        if smoke.returncode != 0:
+            say(smoke.stdout[-2000:])
+            return _refused(options, project, url, timings, say, "post-admission smoke through the gateway failed", verdict)
+        say("      " + (smoke.stdout.strip().splitlines() or ["passed"])[-1])
+    say(f"admitted: {url} serves {loaded.profile.model.served_name} ({loaded.profile.name}, {options.target})")
+    return DeployResult(True, project.name, project.compose_file.parent, url, "admitted", verdict, timings)
+
+
+def _print_verdict(verdict: dict | None, say) -> None:
+    full = (verdict or {}).get("full") or {}
+    checks = (full.get("verification") or {}).get("checks", [])
+    for check in checks:
+        say(f"      {'pass' if check['passed'] else 'FAIL'}  {check['name']}: observed {json.dumps(check['observed'], default=str)[:90]}")
+    for suite in ("infra", "smoke"):
+        result = full.get(suite)
+        if result:
+            failing = [t["name"] for t in result["tests"] if t["outcome"] != "passed"]
+            say(f"      {'pass' if result['passed'] else 'FAIL'}  suite {suite}: {len(result['tests'])} tests"
+                + (f", failing {failing}" if failing else ""))
+
+
+def _refused(options, project, url, timings, say, reason, verdict) -> DeployResult:
+    say(f"REFUSED: {reason}. The gate stays closed; nothing was admitted.")
+    _print_verdict(verdict, say)
+    full = (verdict or {}).get("full") or {}
+    for check in (full.get("verification") or {}).get("checks", []):
+        if not check["passed"]:
+            say(f"  - {check['name']}: observed {json.dumps(check['observed'], default=str)[:200]}, expected "
+                f"{json.dumps(check['expected'], default=str)[:120]}. Hint: {check['hint']}")
+    say("engine log (last 25 lines):")
+    for line in project.logs("engine", tail=25).splitlines():
+        say(f"  | {line}")
+    say(f"inspect: invoke status --profile {options.profile}; remove: invoke down --profile {options.profile}")
+    return DeployResult(False, project.name, project.compose_file.parent, url, reason, verdict, timings)
+
+
+def _write_record(options, project, bundle, images, result: DeployResult) -> Path:
+    record = {
+        "profile": options.profile,
+        "target": options.target,
+        "project": project.name,
+        "gateway_url": result.gateway_url,
+        "admitted": result.admitted,
+        "reason": result.reason,
+        "images": {ref: docker_cli.image_id(ref) for ref in images},
+        "timings_s": result.timings,
+        "verdict": result.verdict,
+        "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    path = bundle / "deploy-record.json"
+    write_file_atomically(path, json.dumps(record, indent=1, default=str) + "\n")
+    return path
+
+
+def down(project: docker_cli.Project, volumes: bool = False) -> None:
+    argv = ["down", "--remove-orphans", "-t", "10"] + (["--volumes"] if volumes else [])
+    project.compose(*argv)
+
+
+def docker_available() -> bool:
+    return shutil.which("docker") is not None

@@ -1,0 +1,63 @@
+"""Docker and Compose v2 through their CLIs, always as argv lists."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class DockerError(RuntimeError):
+    pass
+
+
+def docker_binary() -> str:
+    path = shutil.which("docker")
+    if path is None:
+        raise DockerError("docker CLI not found on PATH. Fix: install Docker (docker.io) and retry")
+    return path
+
+
+def run(argv: list[str], *, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+    completed = subprocess.run([docker_binary(), *argv], capture_output=True, text=True, timeout=timeout)
+    if check and completed.returncode != 0:
+        raise DockerError(f"docker {' '.join(argv[:3])} failed: {(completed.stderr or completed.stdout).strip()[-400:]}")
+    return completed
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str
+    compose_file: Path
+
+    def compose(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+        return run(["compose", "-p", self.name, "-f", str(self.compose_file), *args], check=check, timeout=timeout)
+
+    def container(self, service: str) -> str | None:
+        out = run(["ps", "-aq", "--filter", f"label=com.docker.compose.project={self.name}",
+                   "--filter", f"label=com.docker.compose.service={service}"], check=False).stdout.split()
+        return out[0] if out else None
+
+    def state(self, service: str) -> dict | None:
+        container = self.container(service)
+        if container is None:
+            return None
+        result = run(["inspect", container], check=False)
+        if result.returncode != 0:
+            return None
+        return json.loads(result.stdout)[0]["State"]
+
+    def logs(self, service: str, tail: int | None = None) -> str:
+        container = self.container(service)
+        if container is None:
+            return ""
+        argv = ["logs"] + (["--tail", str(tail)] if tail else []) + [container]
+        result = run(argv, check=False)
+        return result.stdout + result.stderr
+
+
+def image_id(reference: str) -> str | None:
+    result = run(["image", "inspect", "--format", "{{.Id}}", reference], check=False)
+    return result.stdout.strip() or None if result.returncode == 0 else None

@@ -1,0 +1,110 @@
+"""Refuse early, with one actionable line, anything that would make a deploy fail later or hurt the host."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from sparkgate.deploy import docker_cli
+
+# Ling-3.0-flash needs ~60-66 GB of weights plus KV cache and graphs in unified memory; another model
+# still resident (or memory not yet released by a crashed engine) wedges the GB10 driver instead of OOMing.
+SPARK_MIN_MEM_AVAILABLE_GIB = 85
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+@dataclass(frozen=True)
+class PreflightFinding:
+    check: str
+    ok: bool
+    detail: str  # observed value, or the refusal with its fix
+
+    def __str__(self) -> str:
+        return f"[{'ok' if self.ok else 'FAIL'}] {self.check}: {self.detail}"
+
+
+def docker_reachable() -> PreflightFinding:
+    try:
+        result = docker_cli.run(["version", "--format", "{{.Server.Version}}"], check=False, timeout=20)
+    except docker_cli.DockerError as exc:
+        return PreflightFinding("docker", False, str(exc))
+    if result.returncode != 0:
+        return PreflightFinding("docker", False, "Docker engine not reachable. Fix: start dockerd (see docs/runbook.md) "
+                                "and check `docker version`")
+    compose = docker_cli.run(["compose", "version", "--short"], check=False, timeout=20)
+    if compose.returncode != 0:
+        return PreflightFinding("docker", False, "Compose v2 missing (`docker compose`). Fix: run `bash scripts/bootstrap`")
+    return PreflightFinding("docker", True, f"engine {result.stdout.strip()}, compose {compose.stdout.strip()}")
+
+
+def port_free(bind: str, port: int) -> PreflightFinding:
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((bind, port))
+        except OSError as exc:
+            return PreflightFinding("gateway port", False, f"{bind}:{port} is in use ({exc.strerror}). Fix: "
+                                    "`invoke down` the stack holding it, or pass --port")
+    return PreflightFinding("gateway port", True, f"{bind}:{port} free")
+
+
+def api_key(bind: str, key_file: str | None) -> PreflightFinding:
+    if bind in LOOPBACK:
+        return PreflightFinding("api key", True, "loopback only; no key required")
+    if not key_file or not Path(key_file).is_file() or not Path(key_file).read_text().strip():
+        return PreflightFinding("api key", False, f"binding {bind} exposes the gateway beyond this host. Fix: pass "
+                                "--api-key-file FILE (a file holding the key)")
+    return PreflightFinding("api key", True, f"key from {key_file}")
+
+
+def images_present(references: list[str]) -> PreflightFinding:
+    missing = [ref for ref in references if docker_cli.image_id(ref) is None]
+    if missing:
+        return PreflightFinding("images", False, f"missing {', '.join(missing)}. Fix: `invoke images.runtime` "
+                                "(and `invoke images.base` first on a new host)")
+    return PreflightFinding("images", True, ", ".join(references))
+
+
+def spark_host(model_dir: Path, cache_dir: Path, mem_min_gib: float = SPARK_MIN_MEM_AVAILABLE_GIB) -> list[PreflightFinding]:
+    findings = []
+    arch = platform.machine()
+    findings.append(PreflightFinding("arch", arch in ("aarch64", "arm64"), arch if arch in ("aarch64", "arm64") else
+                                     f"{arch}: the Spark image is linux/arm64. Fix: deploy on the DGX Spark, or use --target sim"))
+    runtimes = docker_cli.run(["info", "--format", "{{json .Runtimes}}"], check=False).stdout
+    has_nvidia = "nvidia" in runtimes
+    findings.append(PreflightFinding("nvidia runtime", has_nvidia, "nvidia runtime registered" if has_nvidia else
+                                     "Docker has no nvidia runtime. Fix: install nvidia-container-toolkit and "
+                                     "`nvidia-ctk runtime configure --runtime=docker`, then restart dockerd"))
+    has_model = (model_dir / "config.json").is_file()
+    findings.append(PreflightFinding("model", has_model, str(model_dir) if has_model else
+                                     f"{model_dir}/config.json missing. Fix: download Ling-3.0-flash-fp4 there or set "
+                                     "SPARKGATE_MODEL_DIR"))
+    available = mem_available_gib()
+    enough = available is not None and available >= mem_min_gib
+    findings.append(PreflightFinding("memory", enough, f"MemAvailable {available:.1f} GiB" if enough else
+                                     f"MemAvailable {available} GiB < {mem_min_gib} GiB: another model is still resident "
+                                     "or memory is not yet released. Fix: stop it, wait, `sync; echo 3 > "
+                                     "/proc/sys/vm/drop_caches`, retry"))
+    for sub in ("humming", "flashinfer"):
+        path = cache_dir / sub
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            ok = os.access(path, os.W_OK)
+        except OSError:
+            ok = False
+        findings.append(PreflightFinding(f"{sub} cache", ok, str(path) if ok else
+                                         f"{path} not writable. Fix: chown it or set SPARKGATE_CACHE_DIR"))
+    return findings
+
+
+def mem_available_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / (1024 * 1024)
+    except OSError:
+        return None
+    return None

@@ -1,0 +1,142 @@
+"""Deploy and operate a stack: deploy, status, logs, smoke, infra, verify, down."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from invoke import Collection, Exit, task
+
+from sparkgate import profiles
+from sparkgate.deploy import deploy as deploy_mod
+from sparkgate.deploy import docker_cli
+from sparkgate.paths import build_dir, repo_root
+from sparkgate.problems import ProfileError
+
+
+def _project(profile: str, project: str | None, out: str | None) -> docker_cli.Project:
+    name = profiles.load(profile).profile.name
+    bundle = Path(out) if out else build_dir() / name
+    return docker_cli.Project(project or f"sparkgate-{name}", bundle / "compose.yaml")
+
+
+def _record(project: docker_cli.Project) -> dict:
+    path = project.compose_file.parent / "deploy-record.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+@task(
+    help={
+        "profile": "profile name or YAML path",
+        "target": "sim (simulator, default where no Spark is present) or spark",
+        "port": "gateway port on the bind address (default 18000)",
+        "bind": "gateway bind address (default 127.0.0.1; anything else needs --api-key-file)",
+        "api_key_file": "file holding the gateway API key",
+        "project": "compose project name (default sparkgate-<profile>)",
+        "out": "bundle directory (default build/<profile>)",
+        "sim_faults": "comma-separated simulator faults (sim target), e.g. draft-lm-head-unshared",
+        "sim_admin": "enable the simulator's admin endpoint (fault switching; drills and tests)",
+        "sim_time_scale": "simulator speed: engine seconds per wall second (default 0.05 = 20x faster)",
+        "period": "sentinel re-check period in seconds",
+        "dry_run": "preflight and show what would be written and started, start nothing",
+    }
+)
+def deploy(c, profile, target="sim", port=18000, bind="127.0.0.1", api_key_file=None, project=None, out=None,
+           sim_faults="", sim_admin=False, sim_time_scale=0.05, period=5.0, dry_run=False):
+    """Preflight, render, up, wait, prove, admit. Exit 0 only when the gateway admits traffic."""
+    options = deploy_mod.DeployOptions(
+        profile=profile, target=target, project=project, out=Path(out) if out else None, port=int(port), bind=bind,
+        api_key_file=api_key_file, sim_faults=tuple(f for f in sim_faults.split(",") if f), sim_admin=sim_admin,
+        sim_time_scale=float(sim_time_scale), recheck_period_s=float(period), dry_run=dry_run,
+    )
+    try:
+        result = deploy_mod.deploy(options, say=lambda line: print(line, flush=True))
+    except (ProfileError, deploy_mod.DeployRefused, docker_cli.DockerError) as exc:
+        raise Exit(f"sparkgate deploy: {exc}", code=1) from None
+    if dry_run:
+        return
+    print(f"deploy record: {result.record}")
+    if not result.admitted:
+        raise Exit(f"sparkgate deploy: refused ({result.reason})", code=1)
+
+
+@task(help={"profile": "profile name", "project": "compose project", "out": "bundle directory"})
+def status(c, profile, project=None, out=None):
+    """Services, gate state and the last verdict of a deployed stack."""
+    stack = _project(profile, project, out)
+    for service in ("engine", "sentinel", "gateway"):
+        state = stack.state(service) or {}
+        health = (state.get("Health") or {}).get("Status", "-")
+        print(f"{service:9s} {state.get('Status', 'absent'):10s} health={health}")
+    record = _record(stack)
+    url = record.get("gateway_url") or f"http://127.0.0.1:{os.environ.get('SPARKGATE_GATEWAY_PORT', 18000)}"
+    code, verdict = deploy_mod._get_json(f"{url}/sparkgate/verdict", None)
+    if verdict is None:
+        print(f"gate: unknown (gateway {url} answered {code})")
+        return
+    print(f"gate: {verdict['state']} - {verdict['reason']} (full verifications {verdict['full_runs']}, "
+          f"re-checks {verdict['rechecks']})")
+    deploy_mod._print_verdict(verdict, print)
+
+
+@task(help={"profile": "profile name", "service": "engine, sentinel or gateway", "tail": "lines", "project": "compose project", "out": "bundle directory"})
+def logs(c, profile, service="engine", tail=200, project=None, out=None):
+    """Show a service's logs."""
+    print(_project(profile, project, out).logs(service, tail=int(tail)))
+
+
+@task(help={"profile": "profile name", "url": "base URL (default: the deployed gateway)", "api_key_file": "gateway API key file", "out": "bundle directory"})
+def smoke(c, profile, url=None, api_key_file=None, out=None):
+    """Run the smoke suite against the gateway (or any base URL)."""
+    loaded = profiles.load(profile)
+    stack = _project(profile, None, out)
+    url = url or _record(stack).get("gateway_url") or "http://127.0.0.1:18000"
+    result = deploy_mod.run_smoke(url, loaded.profile.model.served_name, api_key_file)
+    print(result.stdout)
+    if result.returncode:
+        raise Exit(f"smoke failed against {url}", code=1)
+
+
+@task(help={"profile": "profile name", "project": "compose project", "out": "bundle directory"})
+def infra(c, profile, project=None, out=None):
+    """Run the testinfra suite from the host (docker:// backend) against a deployed stack."""
+    stack = _project(profile, project, out)
+    env = {**os.environ, "SPARKGATE_BUNDLE": str(stack.compose_file.parent), "SPARKGATE_PROJECT": stack.name}
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "infra", str(repo_root() / "tests" / "infra")]
+    code = subprocess.call(argv, env=env, cwd=repo_root())
+    if code:
+        raise Exit(f"infra checks failed (pytest exit {code})", code=1)
+
+
+@task(help={"profile": "profile name", "project": "compose project", "out": "bundle directory", "volumes": "also remove named volumes (logs, HF cache)", "dry_run": "show the command only"})
+def down(c, profile, project=None, out=None, volumes=False, dry_run=False):
+    """Stop and remove a deployed stack (kernel caches on the host are kept)."""
+    stack = _project(profile, project, out)
+    if dry_run:
+        print(f"docker compose -p {stack.name} -f {stack.compose_file} down --remove-orphans" + (" --volumes" if volumes else ""))
+        return
+    if not stack.compose_file.is_file():
+        raise Exit(f"{stack.compose_file} not found: nothing deployed for {profile} (or pass --out)")
+    deploy_mod.down(stack, volumes=volumes)
+    print(f"removed {stack.name}")
+
+
+@task(help={"profile": "profile name or YAML path", "engine_url": "the engine's own URL", "log_file": "engine log file", "container": "read the log with docker logs", "json_out": "write the verdict JSON here", "target": "spark or sim", "time_scale": "simulator time scale"})
+def verify(c, profile, engine_url, log_file=None, container=None, json_out=None, target="spark", time_scale=None):
+    """Prove from runtime evidence that the profile's optimizations engaged (exit 1 if not)."""
+    from sparkgate import cli
+
+    argv = ["verify", "--profile", profile, "--engine-url", engine_url, "--target", target]
+    argv += ["--log-file", log_file] if log_file else []
+    argv += ["--container", container] if container else []
+    argv += ["--json", json_out] if json_out else []
+    argv += ["--time-scale", str(time_scale)] if time_scale else []
+    code = cli.main(argv)
+    if code:
+        raise Exit(code=code)
+
+
+ns = Collection(deploy, status, logs, smoke, infra, down, verify)
