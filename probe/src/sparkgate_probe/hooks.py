@@ -1,0 +1,105 @@
+"""The three AFTER hooks SGLang runs for the probe.
+
+HookRegistry calls an AFTER hook as ``hook(result, self, *args, **kwargs)``
+and replaces the method's result with any non-None return value, so every
+hook here returns None. A hook must never raise into SGLang: failures are
+recorded in the report's ``errors`` and logged, and the missing facts stay
+null, which the gate treats as "not proven".
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+from sparkgate_probe import facts
+from sparkgate_probe.report import REPORT, log_error, log_fact
+
+
+class ProbeError(RuntimeError):
+    """A live object did not look the way the probe expects."""
+
+
+def never_raise(event: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    def decorate(hook: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(hook)
+        def guarded(*args: Any, **kwargs: Any) -> None:
+            try:
+                hook(*args, **kwargs)
+            except Exception as exc:  # anything from the probe must stay in the probe
+                REPORT.record_error(event, exc)
+                log_error(event, exc)
+            return None
+
+        return guarded
+
+    return decorate
+
+
+def _fused_moe_class() -> type:
+    # Imported lazily: the plugin module itself must load without sglang's
+    # heavy layer modules, and by the time a model is loaded they are imported.
+    from sglang.srt.layers.moe.fused_moe_triton.layer import FusedMoE
+
+    return FusedMoE
+
+
+def _role_of(runner: Any) -> str:
+    is_draft = getattr(runner, "is_draft_worker", None)
+    if not isinstance(is_draft, bool):
+        raise ProbeError(f"runner.is_draft_worker is {is_draft!r}, expected a bool")
+    return "draft" if is_draft else "target"
+
+
+@never_raise("load_model")
+def after_load_model(result: Any, runner: Any, *args: Any, **kwargs: Any) -> None:
+    """Record model class, LM head and MoE census for the target or the draft."""
+    role = _role_of(runner)
+    REPORT.note_called(f"load_model/{role}")
+    model = runner.model
+    record = facts.describe_model(model, getattr(model, "lm_head", None), _fused_moe_class())
+    REPORT.record_role(role, record)
+    log_fact("load_model", role=role, **record)
+
+
+@never_raise("init_lm_head")
+def after_init_lm_head(result: Any, worker: Any, *args: Any, **kwargs: Any) -> None:
+    """Check whether the draft now uses the target's LM-head module.
+
+    The share happens here, after both load_model calls, so the per-role
+    records are refreshed too: the draft's head may have been replaced.
+    """
+    REPORT.note_called("init_lm_head")
+    from sglang.srt.lora.layers import unwrap_lora_layer
+
+    target_model = worker.target_worker.model_runner.model
+    draft_model = worker.draft_runner.model
+    # Same unwrapping init_lm_head applies before it shares the module.
+    target_head = unwrap_lora_layer(getattr(target_model, "lm_head", None))
+    draft_head = getattr(draft_model, "lm_head", None)
+
+    sharing = facts.lm_head_sharing(target_head, draft_head)
+    REPORT.record_sharing(sharing)
+    fused_moe_cls = _fused_moe_class()
+    target = facts.describe_model(target_model, target_head, fused_moe_cls)
+    draft = facts.describe_model(draft_model, draft_head, fused_moe_cls)
+    REPORT.record_role("target", target)
+    REPORT.record_role("draft", draft)
+    log_fact(
+        "init_lm_head",
+        lm_head_sharing=sharing,
+        target_lm_head=target["lm_head"],
+        draft_lm_head=draft["lm_head"],
+    )
+
+
+@never_raise("get_internal_state")
+def after_get_internal_state(result: Any, controller: Any, *args: Any, **kwargs: Any) -> None:
+    """Publish the report as ``/server_info`` -> ``internal_states[i]["engagement"]``."""
+    REPORT.note_called("get_internal_state")
+    state = getattr(result, "internal_state", None)
+    if not isinstance(state, dict):
+        raise ProbeError(f"result.internal_state is {type(state).__name__}, expected dict")
+    from sparkgate_probe.plugin import attached_hooks
+
+    state["engagement"] = REPORT.snapshot(hooks_attached=attached_hooks())
