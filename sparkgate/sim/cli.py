@@ -11,7 +11,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkgate.sglang_cli import ArgvError, OptionSpec, committed_manifest, option_table, parse_argv
+from sparkgate.sglang_cli import (
+    ArgvError,
+    OptionSpec,
+    committed_manifest,
+    option_table,
+    parse_argv,
+)
 
 PROG = "sglang serve"
 USAGE = f"usage: {PROG} [-h] --model-path MODEL_PATH [--host HOST] [--port PORT] [options ...]"

@@ -114,7 +114,9 @@ class Engine:
         self.ready_at: float | None = None
 
     def start(self) -> None:
-        from sparkgate.sim.startup import run_startup  # startup reads engine internals; import late
+        from sparkgate.sim.startup import (
+            run_startup,  # startup reads engine internals; import late
+        )
 
         with self._lock:
             epoch = self.epoch
@@ -298,6 +300,7 @@ class Engine:
         self._sleep_until(start, sim_elapsed, epoch)
         words = [textgen.word(seed, 0)]
         ids = [textgen.token_id(seed, 0)]
+        new = list(words)  # the tokens the latest chunk adds
         itl_samples: list[tuple[float, int]] = []
         verify_ct = correct = 0
         stop_hit: str | None = None
@@ -308,7 +311,7 @@ class Engine:
             finished = len(words) >= limit or stop_hit is not None
             if finished:
                 break
-            yield Chunk(words, ids, words[-1:] if step == 0 else new, False, self._meta(req, len(words), None), text)
+            yield Chunk(words, ids, new, False, self._meta(req, len(words), None), text)
             # one decode step: a verify step emitting k tokens (MTP) or one plain step
             k = (int((step + 1) * accept_length) - int(step * accept_length)) if spec else 1
             k = max(1, min(k, limit - len(words)))
@@ -343,7 +346,7 @@ class Engine:
                 spec_verify_ct=verify_ct,
             )
         self._finish(req, len(words), verify_ct, queued_sim + ttft, itl_samples, meta["e2e_latency"])
-        yield Chunk(words, ids, words[-1:] if step == 0 else new, True, meta, text)
+        yield Chunk(words, ids, new, True, meta, text)
 
     def _sleep_until(self, start: float, sim_offset: float, epoch: int) -> None:
         """Absolute schedule: sleep errors never accumulate across the steps of a request."""

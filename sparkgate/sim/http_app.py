@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from sparkgate.sim import faults, openai_api, textgen
@@ -38,7 +39,7 @@ class SimHandler(BaseHTTPRequestHandler):
     engine: Engine  # set on the subclass made by make_server
 
     # ------------------------------------------------------------------ plumbing
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - BaseHTTPRequestHandler API
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # access lines are written by _access(), in uvicorn's format
 
     def _access(self, status: int) -> None:
@@ -83,13 +84,13 @@ class SimHandler(BaseHTTPRequestHandler):
         scheme, _, token = (self.headers.get("authorization") or "").partition(" ")
         return scheme.lower() == "bearer" and secrets.compare_digest(token.encode(), key.encode())
 
-    def do_GET(self) -> None:  # noqa: N802 - BaseHTTPRequestHandler API
+    def do_GET(self) -> None:
         self._dispatch("GET")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._dispatch("POST")
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         self._dispatch("PUT")
 
     def _dispatch(self, method: str) -> None:
@@ -340,7 +341,7 @@ class _Sse:
     def __init__(self, handler: SimHandler):
         self.h = handler
 
-    def __enter__(self) -> _Sse:
+    def __enter__(self) -> _Sse:  # noqa: PYI034 - final helper class
         h = self.h
         h.send_response_only(200)
         h.send_header("date", h.date_time_string())

@@ -72,8 +72,8 @@ class Sim:
         env.setdefault("SPARKGATE_SIM_TIME_SCALE", str(self.scale))
         env.setdefault("SPARKGATE_SIM_STARTUP_S", str(DEFAULT_STARTUP_S))
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self._out = open(self.log_dir / f"sim-{self.port}.out", "wb")
-        self._err = open(self.log_dir / f"sim-{self.port}.err", "wb")
+        self._out = open(self.log_dir / f"sim-{self.port}.out", "wb")  # noqa: SIM115 - closed in stop()
+        self._err = open(self.log_dir / f"sim-{self.port}.err", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "sparkgate.sim", *with_address(self.argv, self.host, self.port)],
             env=env, cwd=REPO, stdout=self._out, stderr=self._err,

@@ -17,7 +17,7 @@ SHIPPED = ["baseline", "humming", "fp8-lm-head", "humming-fp8", "mtp", "all-thre
 
 def _run(argv: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "sparkgate.sim", *argv], cwd=REPO, capture_output=True, text=True, timeout=30,
+        [sys.executable, "-m", "sparkgate.sim", *argv], cwd=REPO, check=False, capture_output=True, text=True, timeout=30,
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), **(env or {})},
     )
 
