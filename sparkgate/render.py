@@ -46,6 +46,10 @@ class RenderOptions:
     # Simulator faults (sim target only), e.g. ("draft-lm-head-unshared",); empty for a healthy engine.
     sim_faults: tuple[str, ...] = ()
     sim_admin: bool = False
+    # Simulated startup length in engine seconds (None: the simulator's Spark-like default, ~8 min).
+    sim_startup_s: float | None = None
+    # Drills only: make the simulator behave as another image than the profile's ("stock" / "fork").
+    sim_image: str | None = None
 
 
 def _environment() -> Environment:
@@ -76,13 +80,16 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions) -> dict:
     runtime_image = lock.local_images["sentinel"]
     sim_environment = {
         # The simulator mirrors the engine image the profile names: fork or stock SGLang.
-        "SPARKGATE_SIM_IMAGE": "fork" if F.FP8_LM_HEAD_ENV in capabilities.declared_env else "stock",
+        "SPARKGATE_SIM_IMAGE": options.sim_image
+        or ("fork" if F.FP8_LM_HEAD_ENV in capabilities.declared_env else "stock"),
         "SPARKGATE_SIM_TIME_SCALE": str(options.sim_time_scale),
     }
     if options.sim_faults:
         sim_environment["SPARKGATE_SIM_FAULTS"] = ",".join(options.sim_faults)
     if options.sim_admin:
         sim_environment["SPARKGATE_SIM_ADMIN"] = "1"
+    if options.sim_startup_s is not None:
+        sim_environment["SPARKGATE_SIM_STARTUP_S"] = str(options.sim_startup_s)
     return {
         "project": f"sparkgate-{profile.name}",
         "runtime_image": runtime_image,

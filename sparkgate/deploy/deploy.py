@@ -38,6 +38,8 @@ class DeployOptions:
     sim_faults: tuple[str, ...] = ()
     sim_admin: bool = False
     sim_time_scale: float = render.DEFAULT_SIM_TIME_SCALE
+    sim_startup_s: float | None = None
+    sim_image: str | None = None
     recheck_period_s: float = 5.0
     budget_s: float | None = None
     post_smoke: bool = True
@@ -124,7 +126,8 @@ def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> Deploy
     bundle = project.compose_file.parent
     render_options = render.RenderOptions(
         target=options.target, sim_time_scale=options.sim_time_scale, recheck_period_s=options.recheck_period_s,
-        sim_faults=options.sim_faults, sim_admin=options.sim_admin,
+        sim_faults=options.sim_faults, sim_admin=options.sim_admin, sim_startup_s=options.sim_startup_s,
+        sim_image=options.sim_image,
     )
     lock = load_lock()
     images = [lock.local_images["sentinel"], lock.local_images["gateway"]]

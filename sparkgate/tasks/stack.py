@@ -40,17 +40,19 @@ def _record(project: docker_cli.Project) -> dict:
         "sim_faults": "comma-separated simulator faults (sim target), e.g. draft-lm-head-unshared",
         "sim_admin": "enable the simulator's admin endpoint (fault switching; drills and tests)",
         "sim_time_scale": "simulator speed: engine seconds per wall second (default 0.05 = 20x faster)",
+        "sim_startup": "simulated startup length in engine seconds (default: Spark-like, about 8 minutes)",
         "period": "sentinel re-check period in seconds",
         "dry_run": "preflight and show what would be written and started, start nothing",
     }
 )
 def deploy(c, profile, target="sim", port=18000, bind="127.0.0.1", api_key_file=None, project=None, out=None,
-           sim_faults="", sim_admin=False, sim_time_scale=0.05, period=5.0, dry_run=False):
+           sim_faults="", sim_admin=False, sim_time_scale=0.05, sim_startup=None, period=5.0, dry_run=False):
     """Preflight, render, up, wait, prove, admit. Exit 0 only when the gateway admits traffic."""
     options = deploy_mod.DeployOptions(
         profile=profile, target=target, project=project, out=Path(out) if out else None, port=int(port), bind=bind,
         api_key_file=api_key_file, sim_faults=tuple(f for f in sim_faults.split(",") if f), sim_admin=sim_admin,
-        sim_time_scale=float(sim_time_scale), recheck_period_s=float(period), dry_run=dry_run,
+        sim_time_scale=float(sim_time_scale), sim_startup_s=float(sim_startup) if sim_startup else None,
+        recheck_period_s=float(period), dry_run=dry_run,
     )
     try:
         result = deploy_mod.deploy(options, say=lambda line: print(line, flush=True))

@@ -1,0 +1,130 @@
+"""End-to-end fixtures: deploy whole stacks (engine simulator + sentinel + gateway) on the local Docker
+engine, talk to them only through 127.0.0.1 and `docker exec`, and always remove them afterwards
+(SPARKGATE_KEEP_FAILED=1 keeps a failed test's stack for inspection)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+import pytest
+
+from sparkgate.deploy import deploy as deploy_mod
+from sparkgate.deploy import docker_cli, preflight
+from sparkgate.images import load_lock
+
+# Fast simulated engine: 50x real time, a 40 s (simulated) startup, re-checks every 2 s.
+E2E_SCALE = 0.02
+E2E_STARTUP_S = 40.0
+E2E_PERIOD_S = 2.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def docker_ready():
+    finding = preflight.docker_reachable()
+    if not finding.ok:
+        pytest.fail(f"end-to-end tests need Docker: {finding.detail}")
+    lock = load_lock()
+    images = preflight.images_present(sorted({lock.local_images[k] for k in ("sim", "sentinel", "gateway")}))
+    if not images.ok:
+        pytest.fail(images.detail)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed:
+        item.sparkgate_failed = True
+
+
+@dataclass
+class Stack:
+    result: deploy_mod.DeployResult
+    project: docker_cli.Project
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def get(self, path: str, body: dict | None = None, timeout: float = 30) -> tuple[int, dict | None]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.url + path, data=data, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            raw = exc.read()
+            try:
+                return exc.code, json.loads(raw)
+            except json.JSONDecodeError:
+                return exc.code, {"raw": raw.decode("utf-8", "replace")}
+
+    def verdict(self) -> dict:
+        status, body = self.get("/sparkgate/verdict")
+        assert status == 200, body
+        return body
+
+    def engine_stats(self) -> dict:
+        """The simulator's own request counters, read inside the engine container (docker exec)."""
+        container = self.project.container("engine")
+        code = ("import urllib.request,sys;"
+                "sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:30000/admin/stats').read().decode())")
+        out = subprocess.run(["docker", "exec", container, "python3", "-c", code], capture_output=True, text=True,
+                             timeout=30, check=True).stdout
+        return json.loads(out)
+
+    def engine_admin(self, path: str, body: dict | None = None) -> dict:
+        container = self.project.container("engine")
+        payload = json.dumps(body) if body is not None else ""
+        code = ("import urllib.request,sys;"
+                f"r=urllib.request.Request('http://127.0.0.1:30000{path}',data={payload!r}.encode() or None,"
+                "headers={'Content-Type':'application/json'},method='POST');"
+                "sys.stdout.write(urllib.request.urlopen(r).read().decode())")
+        out = subprocess.run(["docker", "exec", container, "python3", "-c", code], capture_output=True, text=True,
+                             timeout=30, check=True).stdout
+        return json.loads(out)
+
+
+@pytest.fixture
+def deploy_stack(request, tmp_path):
+    """deploy_stack(profile, faults=(), **options) -> Stack; removed at teardown."""
+    stacks: list[Stack] = []
+
+    def deploy(profile: str, faults: tuple[str, ...] = (), **extra) -> Stack:
+        port = free_port()
+        name = f"sgtest-{request.node.name[:20]}-{os.getpid()}-{len(stacks)}".lower()
+        name = "".join(ch if ch.isalnum() or ch == "-" else "-" for ch in name)
+        options = deploy_mod.DeployOptions(
+            profile=profile, target="sim", project=name, out=tmp_path / name, port=port, sim_faults=tuple(faults),
+            sim_admin=True, sim_time_scale=E2E_SCALE, sim_startup_s=E2E_STARTUP_S, recheck_period_s=E2E_PERIOD_S,
+            budget_s=180, **extra,
+        )
+        lines: list[str] = []
+        try:
+            result = deploy_mod.deploy(options, say=lines.append)
+        finally:
+            print("\n".join(lines))  # shown by pytest on failure: the deploy's own progress and verdict
+        stack = Stack(result, docker_cli.Project(name, options.out / "compose.yaml"), port)
+        stacks.append(stack)
+        return stack
+
+    yield deploy
+    keep = os.environ.get("SPARKGATE_KEEP_FAILED") and getattr(request.node, "sparkgate_failed", False)
+    for stack in stacks:
+        if keep:
+            print(f"kept {stack.project.name} for inspection (invoke down --project {stack.project.name})")
+            continue
+        stack.project.compose("down", "--remove-orphans", "--volumes", "-t", "3", check=False)

@@ -1,0 +1,146 @@
+"""The gate end to end on a real Docker engine: admitted stacks serve through the gateway; refused
+stacks admit nothing (proven by the engine's own counters); the gate closes within one period and
+reopens only after a fresh passing verdict."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.e2e.conftest import E2E_PERIOD_S
+
+pytestmark = [pytest.mark.e2e, pytest.mark.docker]
+
+MODEL = "ling-v3-flash-fp4"
+CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "What is 12 times 17?"}], "temperature": 0, "max_tokens": 24}
+
+
+def forwarded(stack) -> int:
+    """Requests that reached the engine through the gateway (HAProxy adds X-Forwarded-For)."""
+    return stack.engine_stats()["forwarded_requests"]
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.25):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    return predicate()
+
+
+def test_all_three_admitted_and_serving(deploy_stack):
+    stack = deploy_stack("all-three")
+    assert stack.result.admitted, stack.result.reason
+    verdict = stack.verdict()
+    assert verdict["state"] == "open" and verdict["full"]["passed"] is True
+    assert verdict["full"]["infra"]["tests"] and verdict["full"]["smoke"]["tests"]
+    assert all(t["outcome"] == "passed" for t in verdict["full"]["infra"]["tests"] + verdict["full"]["smoke"]["tests"])
+
+    from openai import OpenAI
+
+    client = OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0)
+    reply = client.chat.completions.create(**{k: v for k, v in CHAT.items()})
+    assert reply.choices[0].message.content and reply.usage.completion_tokens > 0
+    chunks = list(client.chat.completions.create(**CHAT, stream=True, stream_options={"include_usage": True}))
+    assert chunks[-1].usage.completion_tokens > 0
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert forwarded(stack) >= 2
+
+    record = json.loads(stack.result.record.read_text())
+    assert record["admitted"] is True and record["timings_s"]["gate_open"] > 0
+    assert all(record["images"].values()), record["images"]
+
+
+def test_host_side_testinfra_suite_passes(deploy_stack):
+    stack = deploy_stack("all-three")
+    assert stack.result.admitted, stack.result.reason
+    env = {**os.environ, "SPARKGATE_BUNDLE": str(stack.result.bundle), "SPARKGATE_PROJECT": stack.project.name,
+           "SPARKGATE_GATEWAY_PORT": str(stack.port)}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "infra",
+                             "tests/infra"], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "host_only" not in result.stdout and " passed" in result.stdout
+
+
+def test_baseline_admitted(deploy_stack):
+    stack = deploy_stack("baseline")
+    assert stack.result.admitted, stack.result.reason
+    status, body = stack.get("/v1/models")
+    assert status == 200 and MODEL in [m["id"] for m in body["data"]]
+
+
+REFUSALS = {
+    "fp8-env-ignored": "fp8_lm_head.env_declared",
+    "draft-lm-head-unshared": "mtp.lm_head_module_shared",
+    "humming-fallback": "humming.moe_layers_target",
+    "mtp-draft-missing": "mtp.draft_loaded",
+    "cuda-graph-off": "engine.cuda_graph_passes",
+    "probe-missing": "engine.probe_report",
+}
+
+
+@pytest.mark.parametrize("fault", sorted(REFUSALS))
+def test_fault_refused_and_nothing_admitted(deploy_stack, fault):
+    stack = deploy_stack("all-three", faults=(fault,))
+    assert not stack.result.admitted
+    verdict = stack.verdict()
+    assert verdict["state"] == "closed"
+    failing = {c["name"] for c in verdict["full"]["verification"]["checks"] if not c["passed"]}
+    assert REFUSALS[fault] in failing, failing
+    for path, body in (("/v1/models", None), ("/v1/chat/completions", CHAT), ("/generate", {"text": "hi"})):
+        status, answer = stack.get(path, body)
+        assert status == 503, (path, status, answer)
+        assert answer["error"].startswith("sparkgate gate closed") and REFUSALS[fault] in answer["failing_checks"]
+    assert forwarded(stack) == 0, "a request reached the engine through a closed gate"
+
+
+def test_stock_image_refused(deploy_stack):
+    stack = deploy_stack("all-three", sim_image="stock")
+    assert not stack.result.admitted
+    failing = {c["name"] for c in stack.verdict()["full"]["verification"]["checks"] if not c["passed"]}
+    assert "fp8_lm_head.env_declared" in failing
+    assert forwarded(stack) == 0
+
+
+def test_crash_after_ready_closes_within_one_period_then_reopens(deploy_stack):
+    stack = deploy_stack("all-three")
+    assert stack.result.admitted, stack.result.reason
+    runs_before = stack.verdict()["full_runs"]
+    stack.engine_admin("/admin/faults", {"faults": ["crash-after-ready:0"]})
+    stack.get("/v1/models")  # any request: the engine exits right after it
+    crashed_at = time.monotonic()
+    closed = wait_for(lambda: stack.get("/v1/models")[0] == 503, timeout=E2E_PERIOD_S * 3)
+    assert closed, "gateway still admits after the engine crashed"
+    assert time.monotonic() - crashed_at <= E2E_PERIOD_S + 2.5, "gate must close within one re-check period"
+    assert stack.get("/sparkgate/ready")[0] == 503
+
+    stack.project.compose("start", "engine")  # operator restarts the engine by hand (restart: "no")
+    reopened = wait_for(lambda: stack.verdict()["state"] == "open", timeout=120, interval=1)
+    assert reopened, stack.verdict()["reason"]
+    verdict = stack.verdict()
+    assert verdict["full_runs"] > runs_before, "reopened without a fresh full verification"
+    assert stack.get("/v1/models")[0] == 200
+
+
+def test_degraded_acceptance_closes_gate_then_reopens_when_healthy(deploy_stack):
+    stack = deploy_stack("all-three")
+    assert stack.result.admitted, stack.result.reason
+    stack.engine_admin("/admin/faults", {"faults": ["degrade-after:0"]})
+    for _ in range(3):
+        stack.get("/v1/chat/completions", {**CHAT, "max_tokens": 64})
+    closed = wait_for(lambda: stack.verdict()["state"] == "closed", timeout=E2E_PERIOD_S * 3)
+    assert closed, "degraded acceptance did not close the gate"
+    recheck = stack.verdict()["recheck"]
+    assert any(c["name"] == "sentinel.accept_window" and not c["passed"] for c in recheck["checks"])
+    assert stack.get("/v1/models")[0] == 503
+
+    stack.engine_admin("/admin/faults", {"faults": []})
+    reopened = wait_for(lambda: stack.verdict()["state"] == "open", timeout=120, interval=1)
+    assert reopened, stack.verdict()["reason"]
