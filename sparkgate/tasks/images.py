@@ -38,6 +38,7 @@ BUNDLE_DATA = ("images.lock.yaml", "profiles", "templates")
 # The Spark image's build context: only what the Dockerfile copies (keeps .venv, .git and build/ out).
 SPARK_CONTEXT = ("pyproject.toml", "sparkgate", "probe", *BUNDLE_DATA)
 LEGACY_BUILDER = {"DOCKER_BUILDKIT": "0"}
+WHEEL_EPOCH = "315532800"  # 1980-01-01, the earliest time a zip entry can carry
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".pytest_cache")
 
 
@@ -139,13 +140,26 @@ def _download_argv(dest: Path, manifest: dict) -> list[str]:
     return argv + manifest["requirements"]
 
 
-@task(help={"dry_run": "print the pip command and do nothing"})
-def wheels(c, dry_run=False):
+def _wheels_current(manifest: dict) -> bool:
+    recorded_path = _wheels_dir() / "manifest.json"
+    if not recorded_path.exists():
+        return False
+    recorded = json.loads(recorded_path.read_text())
+    files = recorded.get("files") or []
+    return (
+        recorded.get("inputs_sha256") == manifest["inputs_sha256"]
+        and bool(files)
+        and all((_wheels_dir() / name).is_file() for name in files)
+    )
+
+
+@task(help={"force": "download again even if .ci/wheels is current", "dry_run": "print the pip command and do nothing"})
+def wheels(c, force=False, dry_run=False):
     """Download the images' third-party wheels into .ci/wheels/ (host side; image builds stay offline).
 
     Wheels are for CPython 3.11 on manylinux of the host's architecture, binary only, exactly the pins
     of pyproject.toml (plus its `sim` extra when there is one). .ci/wheels/manifest.json records the
-    inputs, so `images.sim` can tell when the wheels are stale.
+    inputs and files; when they still match, nothing is downloaded (--force to redo).
     """
     manifest = wheels_manifest()
     target = _wheels_dir()
@@ -154,11 +168,15 @@ def wheels(c, dry_run=False):
     if dry_run:
         print(shlex.join(argv))
         return
+    if not force and _wheels_current(manifest):
+        print(f"{target.relative_to(_root())} is current for pyproject.toml's pins; --force to download again")
+        return
     staging_parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="wheels.", dir=staging_parent))
     try:
         _run(c, _download_argv(staging, manifest), "pip download of the image wheels")
-        (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        recorded = {**manifest, "files": sorted(p.name for p in staging.glob("*.whl"))}
+        (staging / "manifest.json").write_text(json.dumps(recorded, indent=2, sort_keys=True) + "\n")
         if target.exists():
             shutil.rmtree(target)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -171,11 +189,10 @@ def wheels(c, dry_run=False):
 
 
 def _check_wheels(manifest: dict) -> None:
-    recorded = _wheels_dir() / "manifest.json"
-    if not recorded.exists():
+    if not (_wheels_dir() / "manifest.json").exists():
         raise Exit("no wheels in .ci/wheels; run `invoke images.wheels` first (it needs PyPI, the build does not)")
-    if json.loads(recorded.read_text()).get("inputs_sha256") != manifest["inputs_sha256"]:
-        raise Exit(".ci/wheels is stale for pyproject.toml's pins or this host's architecture; run `invoke images.wheels`")
+    if not _wheels_current(manifest):
+        raise Exit(".ci/wheels is stale or incomplete for pyproject.toml's pins on this host; run `invoke images.wheels`")
 
 
 # --- base ----------------------------------------------------------------------------------------
@@ -226,11 +243,14 @@ def _stage_sim_context(c, context: Path, manifest: dict) -> None:
     source.mkdir()
     shutil.copy2(_root() / "pyproject.toml", source / "pyproject.toml")
     shutil.copytree(_root() / "sparkgate", source / "sparkgate", ignore=_IGNORE)
+    # A fixed SOURCE_DATE_EPOCH makes the wheel byte-identical for identical sources, so an unchanged
+    # checkout hits the layer cache instead of reinstalling everything.
     _run(
         c,
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
          "--wheel-dir", str(wheels_dir), str(source)],
         "building the sparkgate wheel",
+        env={"SOURCE_DATE_EPOCH": WHEEL_EPOCH},
     )
     shutil.rmtree(source)
     (wheels_dir / "requirements.txt").write_text(manifest["install"] + "\n")
