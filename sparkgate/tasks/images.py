@@ -341,7 +341,7 @@ def spark_build_argv(context: Path, allow_unpinned: bool = False, max_jobs: int 
 def spark(c, allow_unpinned=False, max_jobs=4, dry_run=False):
     """Build the Spark engine image (linux/arm64) on the Spark itself, every pin from images.lock.yaml.
 
-    Needs network access (GitHub for the fork, PyPI, FlashInfer's wheel index) and about an hour.
+    Needs network access (GitHub for the fork, PyPI, FlashInfer's wheel index).
     The build fails unless the fork sits on the pinned commit and `sparkgate build-guard` passes.
     """
     lock = load_lock()
