@@ -290,6 +290,7 @@ class Engine:
         )
         limit = req.max_new_tokens if req.max_new_tokens is not None else textgen.natural_length(seed)
         limit = max(1, limit)
+        phase = (seed % 997) / 997.0  # where in the 2-2-3 pattern this request starts
         self.log.scheduler(
             f"Prefill batch, #new-seq: 1, #new-token: {req.prompt_tokens}, #cached-token: 0, "
             f"token usage: {self._usage(req.prompt_tokens):.2f}, #running-req: 0, #queue-req: {self.queued}"
@@ -313,7 +314,7 @@ class Engine:
                 break
             yield Chunk(words, ids, new, False, self._meta(req, len(words), None), text)
             # one decode step: a verify step emitting k tokens (MTP) or one plain step
-            k = (int((step + 1) * accept_length) - int(step * accept_length)) if spec else 1
+            k = timing.emitted_at_step(accept_length, step, phase) if spec else 1
             k = max(1, min(k, limit - len(words)))
             dt = speed.verify_step_s(k) if spec else speed.plain_step_s()
             sim_elapsed += dt

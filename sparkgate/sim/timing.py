@@ -103,10 +103,12 @@ def accept_length_for(seed: int, *, max_len: int, broken: bool, degraded: bool) 
     return max(1.0, min(HEALTHY_ACCEPT_LENGTH + jitter, float(max_len)))
 
 
-def accepted_per_step(accept_length: float, steps: int) -> list[int]:
-    """Tokens emitted by each verify step so that the running mean tracks `accept_length` exactly
-    (a Bresenham-style spread: 2.68 gives a deterministic mix of 2s and 3s)."""
-    emitted: list[int] = []
-    for k in range(steps):
-        emitted.append(int((k + 1) * accept_length) - int(k * accept_length))
-    return emitted
+def emitted_at_step(accept_length: float, step: int, phase: float = 0.0) -> int:
+    """Tokens emitted by verify step `step` so that the running mean tracks `accept_length` exactly
+    (a Bresenham-style spread: 2.68 gives a deterministic mix of 2s and 3s; `phase` in [0, 1) shifts
+    where a request starts in that pattern, so short requests are not biased low)."""
+    return int((step + 1) * accept_length + phase) - int(step * accept_length + phase)
+
+
+def accepted_per_step(accept_length: float, steps: int, phase: float = 0.0) -> list[int]:
+    return [emitted_at_step(accept_length, k, phase) for k in range(steps)]

@@ -12,7 +12,7 @@ from sparkgate.sim import faults, timing
 from .simproc import decode_speed, metric_total
 
 PROMPT = "Question: A train travels 180 km in 2.5 hours. How far in 4 hours?"
-SPEED_SCALE = 0.02
+SPEED_SCALE = 0.04
 
 
 def _model(humming: bool, fp8: bool, mtp: bool, graphs: bool = True, accept: float = timing.HEALTHY_ACCEPT_LENGTH) -> float:

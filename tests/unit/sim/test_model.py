@@ -36,6 +36,9 @@ def test_gain_split_and_ordering():
 def test_accept_length_spread_and_jitter():
     steps = timing.accepted_per_step(2.68, 100)
     assert set(steps) == {2, 3} and sum(steps) == 268
+    shifted = timing.accepted_per_step(2.68, 100, phase=0.9)
+    assert shifted != steps and sum(shifted) == 268
+    assert sum(timing.accepted_per_step(2.68, 3, phase=0.9)) >= 8  # a short request is not biased low
     values = [timing.accept_length_for(seed, max_len=4, broken=False, degraded=False) for seed in range(0, 5000, 7)]
     assert min(values) >= 2.63 and max(values) <= 2.73 and len(set(values)) > 50
     assert timing.accept_length_for(5, max_len=4, broken=True, degraded=False) == 1.0
