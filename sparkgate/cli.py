@@ -166,7 +166,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print("sparkgate verify: give at most one of --log-file or --container", file=sys.stderr)
         return EXIT_USAGE
     log = logs.from_file(args.log_file) if args.log_file else logs.from_container(args.container) if args.container else logs.missing()
-    api_key = Path(args.api_key_file).read_text().strip() if args.api_key_file else None
+    try:
+        api_key = Path(args.api_key_file).read_text().strip() if args.api_key_file else None
+    except OSError as exc:
+        print(f"sparkgate verify: --api-key-file {args.api_key_file}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
     out = display.console()
     verdict = verify(args.engine_url, expectations, log, api_key=api_key, calibrate=not args.no_calibrate,
                      progress=lambda message: out.print(f"[dim]{message}[/dim]"))
@@ -255,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify_p.add_argument("--json", help="write the verdict JSON here (atomically)")
     verify_p.add_argument("--time-scale", type=float, help="simulator time scale (engine time per wall second)")
     verify_p.add_argument("--api-key-file", help="file holding the engine's API key, if it has one")
-    verify_p.add_argument("--no-calibrate", action="store_true", help="skip calibration (cheap re-check; speed and accept checks then fail)")
+    verify_p.add_argument("--no-calibrate", action="store_true", help="skip calibration: a cheap look that can never pass (calibration, CUDA-graph passes, speed and accept checks fail)")
     verify_p.set_defaults(func=cmd_verify)
     sentinel = sub.add_parser("sentinel", help="run the admission sentinel (inside the stack)")
     sentinel.add_argument("--engine-url", required=True)

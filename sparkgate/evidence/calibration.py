@@ -103,7 +103,12 @@ def _one(client: EngineClient, index: int, max_new_tokens: int, budget_s: float,
         return outcome
     meta = (final or {}).get("meta_info") or {}
     outcome.completion_tokens = int(meta.get("completion_tokens") or 0)
-    outcome.finish_reason = str((meta.get("finish_reason") or {}).get("type", meta.get("finish_reason")))
+    reason = meta.get("finish_reason")
+    outcome.finish_reason = reason.get("type") if isinstance(reason, dict) else reason
+    if outcome.finish_reason is None:
+        # Only the final chunk carries a finish reason: without it the request did not complete.
+        outcome.error = "stream ended without a final chunk (no finish_reason)"
+        return outcome
     if first is not None and last is not None:
         outcome.ttft_s = (first - sent) / scale
         outcome.decode_s = (last - first) / scale

@@ -69,7 +69,11 @@ class EngineClient:
         except (urllib.error.URLError, OSError) as exc:
             raise EngineUnreachable(f"POST /generate: {exc}") from None
         with response:
-            for raw in response:
+            try:
+                lines = list(_sse_lines(response))
+            except (OSError, TimeoutError) as exc:  # a stalled or cut stream is missing evidence
+                raise EngineUnreachable(f"POST /generate: stream broke: {exc}") from None
+            for arrived, raw in lines:
                 line = raw.decode("utf-8", "replace").strip()
                 if not line.startswith("data:"):
                     continue
@@ -77,6 +81,12 @@ class EngineClient:
                 if payload == "[DONE]":
                     return
                 try:
-                    yield time.monotonic(), json.loads(payload)
+                    yield arrived, json.loads(payload)
                 except json.JSONDecodeError:
                     raise EngineUnreachable(f"POST /generate: bad stream chunk {payload[:80]!r}") from None
+
+
+def _sse_lines(response) -> Iterator[tuple[float, bytes]]:
+    """Read the stream, stamping each line with its arrival time (read errors propagate)."""
+    for raw in response:
+        yield time.monotonic(), raw

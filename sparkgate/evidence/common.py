@@ -58,6 +58,8 @@ def probe_report(ev: Evidence) -> CheckResult:
     problems = []
     if report.get("probe_version") != 1:
         problems.append(f"probe_version={report.get('probe_version')!r}")
+    if report.get("errors"):
+        problems.append(f"probe errors: {report['errors']}")
     roles = ["target"] + (["draft"] if ev.requested("mtp") else [])
     for role in roles:
         record = report.get(role)
@@ -68,6 +70,8 @@ def probe_report(ev: Evidence) -> CheckResult:
         head = record.get("lm_head")
         if isinstance(head, dict):
             problems += [f"{role}.lm_head.{k} missing" for k in LM_HEAD_KEYS if k not in head]
+        elif "lm_head" in record:
+            problems.append(f"{role}.lm_head is {head!r}")
     if ev.requested("mtp") and not isinstance(report.get("lm_head_sharing"), dict):
         problems.append("lm_head_sharing missing")
     return checked("engine.probe_report", not problems, problems or "complete", "complete report", source, hint)
@@ -86,9 +90,13 @@ def batch1(ev: Evidence) -> CheckResult:
 def cuda_graph(ev: Evidence) -> list[CheckResult]:
     results = []
     if ev.calibration is None or ev.metrics_before is None or ev.metrics_after is None:
+        if ev.metrics_error:
+            hint = "metrics unavailable: the engine must run with --enable-metrics (every rendered bundle sets it)"
+        else:
+            hint = "no calibration ran (engine unhealthy, or --no-calibrate): decode CUDA-graph passes were not observed"
         results.append(failed(
             "engine.cuda_graph_passes", ev.metrics_error or "no calibration", "decode CUDA-graph passes increase",
-            "GET /metrics", "metrics unavailable: the engine must run with --enable-metrics (set by the profile)",
+            "GET /metrics", hint,
         ))
     else:
         before = metrics_mod.total(ev.metrics_before, CUDA_GRAPH_METRIC, mode="decode_cuda_graph") or 0.0
@@ -130,12 +138,16 @@ def speed(ev: Evidence) -> list[CheckResult]:
     results = []
     measured = cal.decode_tok_s() if cal else None
     completed = len(cal.completed) if cal else 0
+    wanted = ev.expectations["calibration"]["prompts"]
     results.append(checked(
-        "engine.calibration", cal is not None and completed > 0, {"completed": completed,
+        "engine.calibration", cal is not None and completed == wanted and not cal.budget_exhausted,
+        {"completed": completed, "of": wanted,
         "errors": [r.error for r in cal.requests if r.error] if cal else None,
         "budget_exhausted": cal.budget_exhausted if cal else None},
-        ">= 1 completed request within budget", "POST /generate (temperature 0)",
-        "the engine does not complete requests: check /health_generate and the log",
+        f"all {wanted} prompts completed within {ev.expectations['calibration']['time_budget_s']} s",
+        "POST /generate (temperature 0)",
+        "the engine does not complete requests in time: check /health_generate and the log; a budget overrun "
+        "means decode is far slower than expected",
     ))
     floors = []
     if want.get("min_decode_tok_s"):
@@ -147,7 +159,8 @@ def speed(ev: Evidence) -> list[CheckResult]:
             name, measured is not None and measured >= floor,
             None if measured is None else round(measured, 2), f">= {floor} tok/s ({what})", "calibration decode tok/s",
             "the stack decodes slower than it should: an optimization fell back or the draft is broken "
-            "(see the failing optimization checks); a stacked profile slower than baseline is never admitted",
+            "(see the failing optimization checks); with gate.baseline_decode_tok_s set, a stacked profile slower "
+            "than the baseline is never admitted",
         ))
     return results
 

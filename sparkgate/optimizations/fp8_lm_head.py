@@ -115,8 +115,9 @@ def checks(ev: Evidence) -> list[CheckResult]:
         results.append(checked(
             "fp8_lm_head.env_declared", value is not None and str(value).lower() in ("1", "true"), value, "1",
             "/server_info internal_states[0].env_vars",
-            f"this SGLang does not declare {ENV}: it is stock SGLang (not the inclusionAI fork), which ignores the "
-            "variable silently; deploy the spark-fork image",
+            f"SGLang lists only variables it declares and that are set: {ENV} missing means either the image is "
+            "stock SGLang (not the inclusionAI fork), which ignores the variable silently - deploy the spark-fork "
+            "image - or the engine was started without the variable (hand-edited env file?)",
         ))
     head = (((ev.engagement() or {}).get("target") or {}).get("lm_head"))
     if not isinstance(head, dict):

@@ -19,6 +19,8 @@ BACKEND = "humming"
 # FusedMoE quant methods that actually run Humming kernels (anything else is a fallback).
 ENGAGED_MOE_METHODS = ("HummingMoEMethod", "Mxfp4HummingMoEMethod")
 LOG_SIGNATURE = "Using indexed gemm for humming moe"
+# SGLang logs the GEMM flavour it picked; SGLANG_HUMMING_MOE_GEMM_TYPE=grouped gives this one instead.
+LOG_SIGNATURES = (LOG_SIGNATURE, "Using grouped_contiguous gemm for humming moe")
 OWNED_ENV = (F.HUMMING_COMPILER_ENV, F.HUMMING_CACHE_DIR_ENV)
 
 
@@ -108,9 +110,10 @@ def checks(ev: Evidence) -> list[CheckResult]:
         results.append(failed("humming.log_signature", ev.log.error if ev.log else "no log", LOG_SIGNATURE,
                               "engine log", "give the engine log so the Humming kernel line can be checked"))
     else:
-        seen = ev.log.count(LOG_SIGNATURE)
+        seen = sum(ev.log.count(signature) for signature in LOG_SIGNATURES)
         results.append(checked(
-            "humming.log_signature", seen >= 1, f"{seen}x", f">= 1x '{LOG_SIGNATURE}'", ev.log.source,
+            "humming.log_signature", seen >= 1, f"{seen}x", f">= 1x '{LOG_SIGNATURE}' (or grouped_contiguous)",
+            ev.log.source,
             "no Humming MoE forward ran during warmup/capture: the runner fell back; check humming-kernels imports "
             "in the image (sparkgate build-guard) and the MoE layer methods",
         ))

@@ -34,6 +34,10 @@ def _metrics(state: GateState) -> str:
     for check in checks:
         latest = recheck.get(check["name"], check)
         lines.append(f"sparkgate_check_passed{{check=\"{check['name']}\"}} {1 if latest['passed'] else 0}")
+    known = {check["name"] for check in checks}
+    for name, check in recheck.items():
+        if name not in known:  # re-check-only checks (restart detection, served acceptance)
+            lines.append(f"sparkgate_check_passed{{check=\"{name}\"}} {1 if check['passed'] else 0}")
     for suite in ("infra", "smoke"):
         result = (snap.get("full") or {}).get(suite)
         if result:

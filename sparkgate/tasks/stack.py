@@ -126,12 +126,17 @@ def down(c, profile, project=None, out=None, volumes=False, dry_run=False):
     print(f"removed {stack.name}")
 
 
-@task(help={"profile": "profile name or YAML path", "engine_url": "the engine's own URL", "log_file": "engine log file", "container": "read the log with docker logs", "json_out": "write the verdict JSON here", "target": "spark or sim", "time_scale": "simulator time scale"})
-def verify(c, profile, engine_url, log_file=None, container=None, json_out=None, target="spark", time_scale=None):
+@task(help={"profile": "profile name or YAML path", "engine_url": "the engine's own URL", "log_file": "engine log file", "container": "read the log with docker logs", "json_out": "write the verdict JSON here", "target": "spark or sim", "time_scale": "simulator time scale", "expectations": "a rendered expectations.json instead of --profile", "api_key_file": "the engine's API key file", "no_calibrate": "skip calibration (never passes)"})
+def verify(c, engine_url, profile=None, expectations=None, log_file=None, container=None, json_out=None,
+           target="spark", time_scale=None, api_key_file=None, no_calibrate=False):
     """Prove from runtime evidence that the profile's optimizations engaged (exit 1 if not)."""
     from sparkgate import cli
 
-    argv = ["verify", "--profile", profile, "--engine-url", engine_url, "--target", target]
+    argv = ["verify", "--engine-url", engine_url, "--target", target]
+    argv += ["--profile", profile] if profile else []
+    argv += ["--expectations", expectations] if expectations else []
+    argv += ["--api-key-file", api_key_file] if api_key_file else []
+    argv += ["--no-calibrate"] if no_calibrate else []
     argv += ["--log-file", log_file] if log_file else []
     argv += ["--container", container] if container else []
     argv += ["--json", json_out] if json_out else []
