@@ -313,12 +313,16 @@ class Engine:
             if finished:
                 break
             yield Chunk(words, ids, new, False, self._meta(req, len(words), None), text)
+            if step == 0:
+                # Anchor the decode schedule where the first token was handed over: a slow first write
+                # (a loaded machine) must not be made up for by shorter decode steps.
+                start, sim_elapsed_at_anchor = time.monotonic(), sim_elapsed
             # one decode step: a verify step emitting k tokens (MTP) or one plain step
             k = timing.emitted_at_step(accept_length, step, phase) if spec else 1
             k = max(1, min(k, limit - len(words)))
             dt = speed.verify_step_s(k) if spec else speed.plain_step_s()
             sim_elapsed += dt
-            self._sleep_until(start, sim_elapsed, epoch)
+            self._sleep_until(start, sim_elapsed - sim_elapsed_at_anchor, epoch)
             new = [textgen.word(seed, len(words) + i) for i in range(k)]
             ids.extend(textgen.token_id(seed, len(words) + i) for i in range(k))
             words.extend(new)

@@ -104,7 +104,7 @@ def test_mtp_draft_missing_turns_speculation_off_silently(start_profile):
 
 
 def test_cuda_graph_off(start_profile):
-    sim = start_profile("baseline", {"SPARKGATE_SIM_FAULTS": faults.CUDA_GRAPH_OFF}, scale=SPEED_SCALE)
+    sim = start_profile("baseline", {"SPARKGATE_SIM_FAULTS": faults.CUDA_GRAPH_OFF}, scale=SPEED_SCALE * 1.5)
     speed, meta = decode_speed(sim, PROMPT, 90)
     log = sim.log()
     assert "CUDA graph begin" not in log and "CUDA graph end" not in log
