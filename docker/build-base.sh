@@ -32,6 +32,7 @@ docker version --format '{{.Server.Version}}' >/dev/null 2>&1 || die "no Docker 
 scratch="${tag%%:*}:partial-$$"
 start=$SECONDS
 echo "build-base: mmdebstrap $suite ($packages) | docker import -> $tag"
+# shellcheck disable=SC2016 # the hook's "$1" (the rootfs path) is expanded by mmdebstrap, not here
 if mmdebstrap --quiet --variant=apt --mode=root \
     --hook-dir="$hooks" \
     --include="$packages" \
