@@ -60,6 +60,12 @@ def probe_report(ev: Evidence) -> CheckResult:
         problems.append(f"probe_version={report.get('probe_version')!r}")
     if report.get("errors"):
         problems.append(f"probe errors: {report['errors']}")
+    attached = report.get("hooks_attached")
+    if isinstance(attached, dict):
+        problems += [f"hook not attached: {target}" for target, ok in sorted(attached.items()) if ok is not True]
+    called = report.get("hooks_called")
+    if ev.requested("mtp") and isinstance(called, list) and "init_lm_head" not in called:
+        problems.append("init_lm_head hook never ran (no LM-head sharing facts)")
     roles = ["target"] + (["draft"] if ev.requested("mtp") else [])
     for role in roles:
         record = report.get(role)
