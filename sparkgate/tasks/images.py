@@ -153,7 +153,7 @@ def _wheels_current(manifest: dict) -> bool:
     )
 
 
-@task(help={"force": "download again even if .ci/wheels is current", "dry_run": "print the pip command and do nothing"})
+@task(help={"force": "download again even if .ci/wheels is current", "dry_run": "print the command, do nothing"})
 def wheels(c, force=False, dry_run=False):
     """Download the images' third-party wheels into .ci/wheels/ (host side; image builds stay offline).
 
@@ -192,7 +192,7 @@ def _check_wheels(manifest: dict) -> None:
     if not (_wheels_dir() / "manifest.json").exists():
         raise Exit("no wheels in .ci/wheels; run `invoke images.wheels` first (it needs PyPI, the build does not)")
     if not _wheels_current(manifest):
-        raise Exit(".ci/wheels is stale or incomplete for pyproject.toml's pins on this host; run `invoke images.wheels`")
+        raise Exit(".ci/wheels is stale or incomplete for pyproject.toml's pins here; run `invoke images.wheels`")
 
 
 # --- base ----------------------------------------------------------------------------------------
@@ -382,7 +382,9 @@ def spark(c, allow_unpinned=False, max_jobs=4, dry_run=False):
 def unpinned_refs() -> list[tuple[str, str, str]]:
     """(lock path, image reference, platform) for every registry image without a digest."""
     lock = load_lock()
-    refs = [(f"base_images.{key}.digest", img.ref, img.platform) for key, img in lock.base_images.items() if not img.digest]
+    refs = [
+        (f"base_images.{key}.digest", img.ref, img.platform) for key, img in lock.base_images.items() if not img.digest
+    ]
     spark_tag = lock.engine_images["spark-fork"].tag
     for key, img in lock.engine_images.items():
         # sparkgate's own image is built locally, not pulled: its pin is the build, not a registry digest.

@@ -231,13 +231,15 @@ def test_classic_builder_refuses_unpinned_base(tmp_path: Path, allow: str) -> No
     """The top of the Spark Dockerfile (FROM + guard), built for real against the local base image."""
     if not _engine_answers():
         pytest.skip("no Docker engine answers")
-    if subprocess.run(["docker", "image", "inspect", image_tasks.BASE_TAG], capture_output=True).returncode:
+    if subprocess.run(["docker", "image", "inspect", image_tasks.BASE_TAG], capture_output=True, check=False).returncode:
         pytest.skip(f"{image_tasks.BASE_TAG} is missing (invoke images.base)")
     parsed = instructions(SPARK_DOCKERFILE)
     first_run = next(i for i, (keyword, _) in enumerate(parsed) if keyword == "RUN")
     top = [f"{keyword} {rest}" for keyword, rest in parsed[: first_run + 1]]
     (tmp_path / "Dockerfile").write_text("\n".join(top) + "\n", encoding="utf-8")
-    argv = ["docker", "build", "-q", "--network", "none", "--build-arg", f"BASE_IMAGE={image_tasks.BASE_TAG}",
+    # --force-rm: the refused build must not leave its stopped container behind.
+    argv = ["docker", "build", "-q", "--force-rm", "--network", "none",
+            "--build-arg", f"BASE_IMAGE={image_tasks.BASE_TAG}",
             "--build-arg", f"SPARKGATE_ALLOW_UNPINNED_BASE={allow}", str(tmp_path)]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False,
                           env={**os.environ, "DOCKER_BUILDKIT": "0"})
