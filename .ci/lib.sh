@@ -91,13 +91,17 @@ uplink() { ip -4 route show default 2>/dev/null | awk '{print $5; exit}'; }
 
 # Egress guard: containers never need the uplink (builds run with --network none and wheels come from
 # the host), so forwarded traffic towards it is dropped. Loopback-published ports are unaffected.
+# Sets EGRESS_RULE_ADDED=1 when this call inserted the rule (a rule found in place is left to its owner).
+# shellcheck disable=SC2034 # read by the scripts that source this file
 add_egress_drop() {
   local dev=$1
+  EGRESS_RULE_ADDED=
   [ -n "$dev" ] || { echo "no default route; no egress rule needed"; return 0; }
   if iptables -C DOCKER-USER -o "$dev" -j DROP 2>/dev/null; then
     echo "DOCKER-USER already drops egress on $dev"
   else
     iptables -I DOCKER-USER -o "$dev" -j DROP
+    EGRESS_RULE_ADDED=1
     echo "DOCKER-USER drops egress on $dev"
   fi
 }
