@@ -196,9 +196,33 @@ def metric_total(text: str, name: str, **labels: str) -> float | None:
 
 
 def decode_speed(sim: Sim, prompt: str, max_new_tokens: int) -> tuple[float, dict]:
-    """Client-measured decode tok/s (tokens after the first / time after the first chunk), in engine time."""
+    """Client-measured decode tok/s in engine time (wall time / scale), from the first chunk on.
+
+    The machine running the tests may be busy (CI runs suites side by side): one late wake-up of the
+    test process would skew a plain first-to-last measurement. Instead: the median rate over every
+    window of half the stream's chunks. A late chunk spoils at most two windows, while a simulator that
+    decodes at the wrong pace shifts all of them."""
     events = sim.stream("/generate", {"text": prompt, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0}})
-    chunks = [(t, e) for t, e in events if e != "[DONE]"]
-    first, last = chunks[0][0], chunks[-1][0]
-    meta = chunks[-1][1]["meta_info"]
-    return (meta["completion_tokens"] - 1) / ((last - first) / sim.scale), meta
+    chunks = [(t, e["meta_info"]["completion_tokens"]) for t, e in events if e != "[DONE]"]
+    meta = [e for _, e in events if e != "[DONE]"][-1]["meta_info"]
+    span = len(chunks) // 2
+    rates = sorted(
+        (chunks[i + span][1] - chunks[i][1]) / ((chunks[i + span][0] - chunks[i][0]) / sim.scale)
+        for i in range(len(chunks) - span)
+    )
+    return rates[len(rates) // 2], meta
+
+
+def speed_near(sim: Sim, prompt: str, max_new_tokens: int, expected: float, rel: float, attempts: int = 3) -> tuple[float, dict]:
+    """decode_speed, re-measured (up to `attempts` times) while it is off by more than `rel`.
+
+    A simulator decoding at the wrong pace is off every time; a scheduling hiccup of a busy test
+    machine is not. Returns the measurement nearest to `expected`."""
+    best: tuple[float, dict] | None = None
+    for _ in range(attempts):
+        speed, meta = decode_speed(sim, prompt, max_new_tokens)
+        if best is None or abs(speed - expected) < abs(best[0] - expected):
+            best = (speed, meta)
+        if abs(speed - expected) <= rel * expected:
+            break
+    return best

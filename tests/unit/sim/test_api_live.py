@@ -9,7 +9,7 @@ import pytest
 
 from sparkgate.sim import timing
 
-from .simproc import decode_speed, metric_total, profile_launch
+from .simproc import metric_total, profile_launch, speed_near
 
 PROMPT = "Question: Tom has three times as many marbles as Ann. Together they have 48. How many has Tom?"
 
@@ -113,7 +113,8 @@ def test_routes_and_switches(start_sim):
 
 def test_stock_image_ignores_the_fp8_variable(start_profile):
     sim = start_profile("all-three", {"SPARKGATE_SIM_IMAGE": "stock"}, scale=0.04)
-    speed, meta = decode_speed(sim, PROMPT, 120)
+    healthy_no_fp8 = timing.SpeedModel(humming=True, fp8_lm_head=False, speculative=True, cuda_graph=True)
+    speed, meta = speed_near(sim, PROMPT, 120, healthy_no_fp8.decode_tok_s(), 0.05)
     state = sim.server_info()["internal_states"][0]
     assert "SGLANG_ENABLE_FP8_LM_HEAD" not in state["env_vars"]
     assert "SGLANG_PLUGINS" in state["env_vars"]
@@ -122,7 +123,6 @@ def test_stock_image_ignores_the_fp8_variable(start_profile):
     assert report["lm_head_sharing"] == {"module_shared": False, "weight_shared": True}
     assert "Online FP8 quantization" not in sim.log()
     assert meta["spec_accept_length"] > 2.4  # BF16 head: no trap, just no FP8 gain
-    healthy_no_fp8 = timing.SpeedModel(humming=True, fp8_lm_head=False, speculative=True, cuda_graph=True)
     assert speed == pytest.approx(healthy_no_fp8.decode_tok_s(), rel=0.05)
 
 

