@@ -1,5 +1,6 @@
-# sparkgate simulator image: the SGLang-shaped simulator (python3 -m sparkgate.sim) standing in for the
-# Spark engine in CI and demos. No GPU, no network: `invoke images.sim` stages a build context with the
+# sparkgate runtime image: the SGLang-shaped simulator (python3 -m sparkgate.sim) standing in for the
+# Spark engine in CI and demos, the sentinel (`sparkgate sentinel`, with pytest + testinfra and the
+# tests/ suites) and the HAProxy gateway (haproxy from the base image). No GPU, no network: `invoke images.sim` stages a build context with the
 # wheels downloaded on the host (.ci/wheels) plus a freshly built sparkgate wheel, and builds it with
 # `docker build --network none` on the mmdebstrap base (docker/build-base.sh).
 #
@@ -23,7 +24,9 @@ ENV PATH=/opt/venv/bin:${PATH} \
     PYTHONUNBUFFERED=1 \
     SPARKGATE_HOME=/opt/sparkgate
 
-# Fail the build if the console script or the bundle data do not work.
-RUN sparkgate profiles >/dev/null
+# Fail the build if the console script, the bundle data, the sentinel's suites or HAProxy do not work.
+RUN sparkgate profiles >/dev/null \
+ && python3 -m pytest --version >/dev/null \
+ && haproxy -v >/dev/null
 
 ENTRYPOINT ["sparkgate", "engine", "--launcher", "sim", "--log-file", "/var/log/sparkgate/engine.log", "--"]

@@ -138,7 +138,13 @@ def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> Deploy
     findings = [preflight.docker_reachable()]
     if findings[0].ok:
         findings.append(preflight.images_present(sorted(set(images))))
-    findings += [preflight.port_free(options.bind, options.port), preflight.api_key(options.bind, options.api_key_file)]
+    if findings[0].ok and project.container("gateway"):
+        # A redeploy of the same project: its old gateway holds the port until `compose down` below.
+        findings.append(preflight.PreflightFinding("gateway port", True, f"held by {project.name}'s previous deploy, "
+                                                   "which this deploy replaces"))
+    else:
+        findings.append(preflight.port_free(options.bind, options.port))
+    findings.append(preflight.api_key(options.bind, options.api_key_file))
     if options.target == "spark":
         model_dir = Path(os.environ.get("SPARKGATE_MODEL_DIR", Path.home() / "models" / Path(loaded.profile.model.path).name))
         cache_dir = Path(os.environ.get("SPARKGATE_CACHE_DIR", Path.home() / ".cache" / "sparkgate"))

@@ -72,7 +72,7 @@ class Sentinel:
             suite_env["SPARKGATE_SMOKE_API_KEY_FILE"] = self.config.api_key_file
         infra = suites.run_suite("infra", self.config.tests_dir / "infra", "infra and not host_only", suite_env,
                                  self.config.suite_timeout_s)
-        smoke = suites.run_suite("smoke", self.config.tests_dir / "smoke", "smoke and not gateway_only", suite_env,
+        smoke = suites.run_suite("smoke", self.config.tests_dir / "smoke", "smoke", suite_env,
                                  self.config.suite_timeout_s)
         passed = verdict.passed and infra.passed and smoke.passed
         info = self._server_info()

@@ -35,6 +35,9 @@ IMAGE_PYTHON = "3.11"
 SIM_EXTRAS = ("sim",)
 # Bundle data copied next to the package so the CLI works inside images (SPARKGATE_HOME).
 BUNDLE_DATA = ("images.lock.yaml", "profiles", "templates")
+# The runtime image also serves as the sentinel, which runs tests/infra and tests/smoke (with the
+# pytest configuration in pyproject.toml) against the engine before admission.
+RUNTIME_DATA = (*BUNDLE_DATA, "pyproject.toml", "tests")
 # The Spark image's build context: only what the Dockerfile copies (keeps .venv, .git and build/ out).
 SPARK_CONTEXT = ("pyproject.toml", "sparkgate", "probe", *BUNDLE_DATA)
 LEGACY_BUILDER = {"DOCKER_BUILDKIT": "0"}
@@ -256,7 +259,7 @@ def _stage_sim_context(c, context: Path, manifest: dict) -> None:
     (wheels_dir / "requirements.txt").write_text(manifest["install"] + "\n")
     bundle = context / "bundle"
     bundle.mkdir()
-    for name in BUNDLE_DATA:
+    for name in RUNTIME_DATA:
         path = _root() / name
         if path.is_dir():
             shutil.copytree(path, bundle / name, ignore=_IGNORE)

@@ -105,7 +105,7 @@ def deploy_stack(request, tmp_path):
 
     def deploy(profile: str, faults: tuple[str, ...] = (), **extra) -> Stack:
         port = free_port()
-        name = f"sgtest-{request.node.name[:20]}-{os.getpid()}-{len(stacks)}".lower()
+        name = f"sparkgate-t-{request.node.name[:20]}-{os.getpid()}-{len(stacks)}".lower()
         name = "".join(ch if ch.isalnum() or ch == "-" else "-" for ch in name)
         options = deploy_mod.DeployOptions(
             profile=profile, target="sim", project=name, out=tmp_path / name, port=port, sim_faults=tuple(faults),

@@ -103,6 +103,15 @@ def _cmdline(host, pid: int) -> list[str]:
     return [part.decode() for part in raw.split(b"\0") if part]
 
 
+def _is_supervisor(argv: list[str]) -> bool:
+    """`sparkgate engine ...` as the console script (`python3 /opt/venv/bin/sparkgate engine`), the bare
+    script, or `python -m sparkgate engine`."""
+    for index, arg in enumerate(argv[:3]):
+        if (arg == "sparkgate" or arg.endswith("/sparkgate")) and argv[index + 1 : index + 2] == ["engine"]:
+            return True
+    return "-m" in argv[:2] and argv[argv.index("-m") + 1 : argv.index("-m") + 3] == ["sparkgate", "engine"]
+
+
 @pytest.fixture(scope="session")
 def engine_processes(engine_host) -> EngineProcesses:
     supervisor = server = None
@@ -114,9 +123,7 @@ def engine_processes(engine_host) -> EngineProcesses:
             argv = _cmdline(engine_host, int(entry))
         except Exception:  # the process may have exited between ls and read
             continue
-        if len(argv) >= 3 and argv[1:3] == ["-m", "sparkgate"] and "engine" in argv:
-            supervisor = int(entry)
-        elif "engine" in argv[:3] and argv and argv[0].endswith("sparkgate"):
+        if _is_supervisor(argv):
             supervisor = int(entry)
         for module in LAUNCH_MODULES:
             if "-m" in argv and argv[argv.index("-m") + 1 : argv.index("-m") + 2] == [module]:

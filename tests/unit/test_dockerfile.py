@@ -230,9 +230,9 @@ def _engine_answers() -> bool:
 def test_classic_builder_refuses_unpinned_base(tmp_path: Path, allow: str) -> None:
     """The top of the Spark Dockerfile (FROM + guard), built for real against the local base image."""
     if not _engine_answers():
-        pytest.skip("no Docker engine answers")
+        pytest.fail("no Docker engine answers (tests marked docker need one)")
     if subprocess.run(["docker", "image", "inspect", image_tasks.BASE_TAG], capture_output=True, check=False).returncode:
-        pytest.skip(f"{image_tasks.BASE_TAG} is missing (invoke images.base)")
+        pytest.fail(f"{image_tasks.BASE_TAG} is missing: run `invoke images.base`")
     parsed = instructions(SPARK_DOCKERFILE)
     first_run = next(i for i, (keyword, _) in enumerate(parsed) if keyword == "RUN")
     top = [f"{keyword} {rest}" for keyword, rest in parsed[: first_run + 1]]

@@ -35,7 +35,8 @@ def test_api_key_is_enforced_on_api_routes_only(start_sim):
 
 
 def test_openai_client_streaming_and_usage(start_profile):
-    openai = pytest.importorskip("openai")
+    import openai  # pinned in requirements/test.txt (3.57.0)
+
     sim = start_profile("all-three")
     client = openai.OpenAI(base_url=sim.base_url + "/v1", api_key="unused", max_retries=0)
     models = client.models.list()

@@ -1,16 +1,14 @@
 """Benchmark clients against the simulator: the request shape `sglang.bench_serving --backend sglang`
-sends, read the way it reads it; and the real tool when an interpreter that can import it is given."""
+sends, read the way it reads it, and the tokenizer files such a client needs.
+
+(A real `python -m sglang.bench_serving` run needs SGLang's runtime imports - transformers, datasets and
+a torchvision matching the installed torch - which the test venv does not carry; see docs/simulator.md.)"""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
-import pytest
-
-from sparkgate.sim import tokenizer_files
+from sparkgate.sim import textgen, tokenizer_files
 
 # What bench_serving's async_request_sglang_generate posts (sglang/benchmark/serving.py, 0.5.23).
 BENCH_PAYLOAD = {
@@ -42,34 +40,7 @@ def test_tokenizer_files_match_the_simulator_tokenization(tmp_path):
     vocab = data["model"]["vocab"]
     assert len(vocab) == len(set(vocab.values())) == 1003
     assert data["pre_tokenizer"] == {"type": "WhitespaceSplit"}
-    transformers = pytest.importorskip("transformers")
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(directory))
-    ids = tokenizer.encode("bade bafi kobo", add_special_tokens=False)
-    assert len(ids) == 3 and tokenizer.decode(ids) == "bade bafi kobo"
-
-
-def _bench_python() -> str:
-    return os.environ.get("SPARKGATE_BENCH_PYTHON", sys.executable)
-
-
-@pytest.mark.sglang
-def test_real_bench_serving_against_the_sim(start_profile, tmp_path):
-    python = _bench_python()
-    probe = subprocess.run([python, "-c", "import sglang.bench_serving"], check=False, capture_output=True, text=True, timeout=120)
-    if probe.returncode != 0:
-        pytest.skip(f"sglang.bench_serving not importable with {python}: {probe.stderr.strip().splitlines()[-1:]}")
-    sim = start_profile("all-three", scale=0.05)
-    tokenizer = tokenizer_files.write(tmp_path / "tok")
-    out = tmp_path / "bench.jsonl"
-    result = subprocess.run(
-        [python, "-m", "sglang.bench_serving", "--backend", "sglang", "--host", sim.host, "--port", str(sim.port),
-         "--dataset-name", "random-ids", "--random-input-len", "32", "--random-output-len", "64",
-         "--random-range-ratio", "1.0", "--num-prompts", "3", "--max-concurrency", "1",
-         "--tokenizer", str(tokenizer), "--model", "ling-v3-flash-fp4", "--output-file", str(out),
-         "--disable-tqdm"],
-        check=False, capture_output=True, text=True, timeout=180, env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    record = json.loads(out.read_text().splitlines()[-1])
-    assert record["completed"] == 3
-    assert record["total_output_tokens"] == 3 * 64
+    assert data["model"]["type"] == "WordLevel" and data["model"]["unk_token"] in vocab
+    # The ids /generate returns are the tokenizer's ids for the same words.
+    assert all(vocab[word] == textgen.TOKEN_ID_OFFSET + i for i, word in enumerate(textgen.VOCAB))
+    assert json.loads((directory / "tokenizer_config.json").read_text())["tokenizer_class"] == "PreTrainedTokenizerFast"
