@@ -87,6 +87,9 @@ class Engine:
         self.num_draft_tokens = int(self.resolved["speculative_num_draft_tokens"] or 1)
         self.launched_at = time.time()
         self.route_counts: TallyCounter[str] = TallyCounter()
+        # Requests that came through a proxy (X-Forwarded-For): how the deploy tests prove that nothing
+        # reached the engine through a closed gate, while the sentinel's own direct probes do not count.
+        self.forwarded_counts: TallyCounter[str] = TallyCounter()
         self.restarts = 0
         self._lock = threading.RLock()  # engine state and statistics
         self._batch = threading.Lock()  # batch 1: one running request at a time
@@ -199,9 +202,11 @@ class Engine:
         )
 
     # ------------------------------------------------------------------ introspection
-    def count_route(self, path: str) -> None:
+    def count_route(self, path: str, forwarded: bool = False) -> None:
         with self._lock:
             self.route_counts[path] += 1
+            if forwarded:
+                self.forwarded_counts[path] += 1
 
     def is_ready(self) -> bool:
         with self._lock:

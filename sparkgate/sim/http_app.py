@@ -96,7 +96,8 @@ class SimHandler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         path = urlsplit(self.path).path
         if not path.startswith(ADMIN_PREFIX):
-            self.engine.count_route(path)  # "did anything reach the engine?" (admin stats)
+            # "did anything reach the engine?" (admin stats), and did it come through the gateway?
+            self.engine.count_route(path, forwarded=self.headers.get("X-Forwarded-For") is not None)
         try:
             if not self._authorized(path):
                 raise HttpError(401, {"error": "Unauthorized"})
@@ -303,6 +304,7 @@ class SimHandler(BaseHTTPRequestHandler):
         engine = self.engine
         with engine._lock:
             routes = dict(sorted(engine.route_counts.items()))
+            forwarded = dict(sorted(engine.forwarded_counts.items()))
             state = engine.state
             finished = engine.finished_requests
         self._send(
@@ -311,6 +313,8 @@ class SimHandler(BaseHTTPRequestHandler):
                 "state": state,
                 "requests": routes,
                 "total_requests": sum(routes.values()),
+                "forwarded": forwarded,
+                "forwarded_requests": sum(forwarded.values()),
                 "generation_requests_finished": finished,
                 "restarts": engine.restarts,
                 "since": engine.launched_at,
