@@ -3,11 +3,33 @@
 from __future__ import annotations
 
 import json
+import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+
+# Name lookups run here so they obey the client's timeout: on an internal Docker network the name of a
+# stopped container is forwarded to an upstream resolver that cannot answer, and getaddrinfo itself
+# has no timeout. A crashed engine must be noticed within one re-check period.
+_RESOLVER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="resolve")
+
+
+def _resolvable(url: str, timeout: float) -> None:
+    host = urllib.parse.urlsplit(url).hostname
+    if not host:
+        return
+    future = _RESOLVER.submit(socket.getaddrinfo, host, None)
+    try:
+        future.result(timeout=timeout)
+    except FutureTimeout:
+        raise EngineUnreachable(f"{host}: name lookup did not answer within {timeout:.1f}s") from None
+    except OSError as exc:
+        raise EngineUnreachable(f"{host}: {exc}") from None
 
 
 class EngineUnreachable(Exception):
@@ -33,6 +55,10 @@ class EngineClient:
     def status(self, path: str) -> int:
         """HTTP status of GET path; 0 when nothing answered."""
         try:
+            _resolvable(self.base_url, self.timeout)
+        except EngineUnreachable:
+            return 0
+        try:
             with urllib.request.urlopen(self._request("GET", path), timeout=self.timeout) as response:
                 return response.status
         except urllib.error.HTTPError as exc:
@@ -41,6 +67,7 @@ class EngineClient:
             return 0
 
     def get_text(self, path: str) -> str:
+        _resolvable(self.base_url, self.timeout)
         try:
             with urllib.request.urlopen(self._request("GET", path), timeout=self.timeout) as response:
                 return response.read().decode("utf-8", "replace")

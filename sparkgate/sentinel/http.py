@@ -116,10 +116,22 @@ def _handler(state: GateState, closed_port: bool):
     return Handler
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        # HAProxy's health checks hang up once they have the status line; that is not an error.
+        import sys
+
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)
+
+
 def serve(state: GateState, host: str, port: int, closed_port: int) -> list[ThreadingHTTPServer]:
     servers = [
-        ThreadingHTTPServer((host, port), _handler(state, closed_port=False)),
-        ThreadingHTTPServer((host, closed_port), _handler(state, closed_port=True)),
+        _QuietServer((host, port), _handler(state, closed_port=False)),
+        _QuietServer((host, closed_port), _handler(state, closed_port=True)),
     ]
     for server in servers:
         server.daemon_threads = True

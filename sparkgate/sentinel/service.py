@@ -52,6 +52,9 @@ class Sentinel:
         api_key = Path(config.api_key_file).read_text().strip() if config.api_key_file else None
         self.api_key = api_key or None
         self.client = EngineClient(config.engine_url, api_key=self.api_key)
+        # Re-checks must finish well inside one period, whatever state the engine is in.
+        self.quick_client = EngineClient(config.engine_url, api_key=self.api_key,
+                                         timeout=max(0.5, min(3.0, config.period_s / 3)))
         self.need_full = True
         self.ever_verified = False
         self.counters: tuple[float, float] | None = None  # (generation tokens, verify calls) at last check
@@ -103,8 +106,20 @@ class Sentinel:
 
     # --- cheap re-check ---------------------------------------------------------------------
     def recheck(self) -> bool:
+        # Fast path: a dead or restarting engine closes the gate now, without waiting on slower calls.
+        status = self.quick_client.status("/health")
+        if status != 200:
+            failure = checked("engine.health", False, status, 200, "GET /health",
+                              "the engine stopped answering after admission (crash or restart)")
+            with self.state.lock:
+                self.state.recheck = {"time": time.time(), "passed": False, "checks": [failure.as_dict()]}
+                self.state.rechecks += 1
+                self.state.last_verdict_at = time.time()
+            self.state.set(CLOSED, f"re-check failed: engine.health (HTTP {status or 'no answer'})")
+            log.warning("gate CLOSED by re-check: engine /health answered %s", status or "nothing")
+            return False
         engine_log = logs.from_file(self.config.log_file)
-        evidence = gather(self.client, self.expectations, engine_log, calibrate=False)
+        evidence = gather(self.quick_client, self.expectations, engine_log, calibrate=False)
         results: list[CheckResult] = [c for c in run_checks(evidence) if stage_of(c) < CALIBRATION_STAGE]
         startup = (evidence.server_info or {}).get("startup_time")
         results.append(checked(
@@ -146,7 +161,7 @@ class Sentinel:
 
     def _counters(self) -> tuple[float, float] | None:
         try:
-            samples = metrics_mod.parse(self.client.get_text("/metrics"))
+            samples = metrics_mod.parse(self.quick_client.get_text("/metrics"))
         except EngineUnreachable:
             return None
         tokens = metrics_mod.total(samples, "sglang:generation_tokens_total")
