@@ -1,12 +1,14 @@
-"""Benchmark clients against the simulator: the request shape `sglang.bench_serving --backend sglang`
-sends, read the way it reads it, and the tokenizer files such a client needs.
-
-(A real `python -m sglang.bench_serving` run needs SGLang's runtime imports - transformers, datasets and
-a torchvision matching the installed torch - which the test venv does not carry; see docs/simulator.md.)"""
+"""Benchmark clients against the simulator: SGLang's own `python -m sglang.bench_serving --backend sglang`
+run for real, the request shape it sends, and the tokenizer files such a client needs."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+
+import pytest
 
 from sparkgate.sim import textgen, tokenizer_files
 
@@ -44,3 +46,25 @@ def test_tokenizer_files_match_the_simulator_tokenization(tmp_path):
     # The ids /generate returns are the tokenizer's ids for the same words.
     assert all(vocab[word] == textgen.TOKEN_ID_OFFSET + i for i, word in enumerate(textgen.VOCAB))
     assert json.loads((directory / "tokenizer_config.json").read_text())["tokenizer_class"] == "PreTrainedTokenizerFast"
+
+
+@pytest.mark.sglang
+def test_sglang_bench_serving_runs_against_the_sim(start_profile, tmp_path):
+    """SGLang's benchmark client, unmodified, measures the simulator's configured speed."""
+    sim = start_profile("baseline", scale=0.05)
+    tokenizer = tokenizer_files.write(tmp_path / "tok")
+    out = tmp_path / "bench.jsonl"
+    argv = [
+        sys.executable, "-m", "sglang.bench_serving", "--backend", "sglang", "--host", sim.host,
+        "--port", str(sim.port), "--dataset-name", "random-ids", "--random-input-len", "32",
+        "--random-output-len", "64", "--random-range-ratio", "1.0", "--num-prompts", "3", "--max-concurrency", "1",
+        "--tokenizer", str(tokenizer), "--model", "ling-v3-flash-fp4", "--output-file", str(out),
+    ]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads(out.read_text().splitlines()[-1])
+    assert record["completed"] == 3 and record["total_output_tokens"] == 3 * 64
+    assert record["server_info"]["moe_runner_backend"] == "flashinfer_mxfp4"
+    decode_tok_s = 1000 / (record["mean_tpot_ms"] / sim.scale)  # wall milliseconds -> engine time
+    assert decode_tok_s == pytest.approx(37.81, rel=0.15)
