@@ -27,6 +27,10 @@ def test(c, marker="", path="tests", dry_run=False):
     print(shlex.join(argv), flush=True)
     if dry_run:
         return
+    if "not docker" not in marker:  # the suite includes the Docker end-to-end tests: make sure their image exists
+        from sparkgate.tasks.images import ensure_runtime_image
+
+        ensure_runtime_image(c)
     code = subprocess.call(argv)
     if code == PYTEST_NO_TESTS:
         raise Exit("pytest collected no tests: check the path and -m expression", code=code)

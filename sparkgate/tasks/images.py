@@ -428,3 +428,18 @@ ns = Collection("images", base, wheels, sim, spark, lock)
 
 if __name__ == "__main__":
     Program(namespace=ns, name="sparkgate images", binary="python -m sparkgate.tasks.images").run()
+
+
+def ensure_runtime_image(c=None) -> None:
+    """Build what the sim target needs (base, wheels, runtime image) when it is missing: `invoke deploy
+    --target sim` and `invoke test` work on a fresh machine with Docker without a separate build step."""
+    from invoke import Context
+
+    c = c or Context()
+    tag = load_lock().local_images["sim"]
+    if _docker_answers() and _image_exists(tag):
+        return
+    print(f"{tag} is missing: building it (first run only; about a minute)", flush=True)
+    base(c)
+    wheels(c)
+    sim(c)

@@ -54,6 +54,10 @@ def deploy(c, profile, target="sim", port=18000, bind="127.0.0.1", api_key_file=
         sim_time_scale=float(sim_time_scale), sim_startup_s=float(sim_startup) if sim_startup else None,
         recheck_period_s=float(period), dry_run=dry_run,
     )
+    if target == "sim" and not dry_run:
+        from sparkgate.tasks.images import ensure_runtime_image
+
+        ensure_runtime_image(c)
     try:
         result = deploy_mod.deploy(options, say=lambda line: print(line, flush=True))
     except (ProfileError, deploy_mod.DeployRefused, docker_cli.DockerError) as exc:
