@@ -135,6 +135,8 @@ def gateway_context(loaded: LoadedProfile, options: RenderOptions) -> dict:
         "sentinel_port": SENTINEL_PORT,
         "sentinel_closed_port": SENTINEL_CLOSED_PORT,
         "check_interval_ms": 1000,
+        "poll_interval_ms": 250,
+        "poll_timeout_ms": 1000,
     }
 
 
@@ -162,7 +164,7 @@ def render_files(loaded: LoadedProfile, options: RenderOptions) -> dict[str, str
         ),
     }
     gateway = gateway_context(loaded, options)
-    for name in ("haproxy.cfg", "gateway-starts-closed.lua", "gateway-503.http"):
+    for name in ("haproxy.cfg", "gateway-gate.lua", "gateway-503.http"):
         files[name] = env.get_template(f"gateway/{name}.j2").render(header=header, **gateway)
     lock = load_lock()
     manifest = {

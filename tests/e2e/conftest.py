@@ -4,6 +4,7 @@ engine, talk to them only through 127.0.0.1 and `docker exec`, and always remove
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import socket
@@ -71,6 +72,8 @@ class Stack:
                 return exc.code, json.loads(raw)
             except json.JSONDecodeError:
                 return exc.code, {"raw": raw.decode("utf-8", "replace")}
+        except (urllib.error.URLError, ConnectionError, http.client.HTTPException) as exc:
+            return 0, {"connection_error": str(exc)}  # nothing answered: certainly not admitted
 
     def verdict(self) -> dict:
         status, body = self.get("/sparkgate/verdict")

@@ -149,3 +149,50 @@ def test_degraded_acceptance_closes_gate_then_reopens_when_healthy(deploy_stack)
     reopened = wait_for(lambda: stack.verdict()["state"] == "open", timeout=120, interval=1)
     assert reopened, stack.verdict()["reason"]
     assert wait_for(lambda: stack.get("/v1/models", timeout=5)[0] == 200, timeout=15), "gateway did not reopen"
+
+
+def test_gateway_never_admits_before_the_verdict(tmp_path):
+    """Start the gateway first and the engine last, poll the gateway throughout: every answer before the
+    sentinel's first passing verdict is a 503, and no request reaches the engine through it."""
+    from sparkgate import profiles, render
+    from sparkgate.deploy import docker_cli
+    from tests.e2e.conftest import E2E_SCALE, free_port
+
+    port = free_port()
+    name = f"sparkgate-t-order-{os.getpid()}"
+    options = render.RenderOptions(target="sim", sim_time_scale=E2E_SCALE, sim_startup_s=150.0,
+                                   recheck_period_s=E2E_PERIOD_S, sim_admin=True)
+    bundle = render.render(profiles.load("all-three"), options, tmp_path / name)
+    project = docker_cli.Project(name, bundle / "compose.yaml")
+    env = {**os.environ, "SPARKGATE_GATEWAY_PORT": str(port)}
+
+    def compose(*args):
+        subprocess.run(["docker", "compose", "-p", name, "-f", str(project.compose_file), *args], env=env,
+                       check=True, capture_output=True, timeout=120)
+
+    from tests.e2e.conftest import Stack
+
+    stack = Stack(result=None, project=project, port=port)
+    try:
+        compose("up", "-d", "--no-deps", "gateway", "sentinel")
+        observed = []
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:  # the engine does not exist yet
+            observed.append(stack.get("/v1/models", timeout=5)[0])
+        compose("up", "-d", "engine")
+        opened = False
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not opened:
+            ready = stack.get("/sparkgate/ready", timeout=5)[0] == 200
+            status = stack.get("/v1/models", timeout=5)[0]
+            if not ready:
+                observed.append(status)
+            opened = ready
+        assert opened, "the gate never opened for a healthy engine"
+        # 0: HAProxy not listening yet (connection refused/reset): also not admitted.
+        assert 503 in observed and set(observed) <= {0, 503}, f"answers before the verdict: {sorted(set(observed))}"
+        # Requests sent while closed never reached the engine (the sentinel's own probes are direct).
+        assert stack.engine_stats()["forwarded_requests"] <= 1  # at most the one racing the open edge
+        assert wait_for(lambda: stack.get("/v1/models", timeout=5)[0] == 200, timeout=10)
+    finally:
+        compose("down", "--remove-orphans", "--volumes", "-t", "3")

@@ -37,4 +37,4 @@ def test_rendered_gateway_config_never_contains_a_key(tmp_path, monkeypatch):
     assert "s3cret" not in "".join(files.values())
     assert "${SPARKGATE_API_KEY_FILE:-/dev/null}" in files["compose.yaml"]
     assert "check addr sentinel port 8081" in files["haproxy.cfg"]
-    assert "check_force_down" in files["gateway-starts-closed.lua"]
+    assert "check_force_down" in files["gateway-gate.lua"]

@@ -35,7 +35,7 @@ def test_render_is_deterministic_and_complete(name, target):
     assert first == second
     assert set(first) == {
         "compose.yaml", "engine.env", "argv.json", "expectations.json", "manifest.json",
-        "haproxy.cfg", "gateway-starts-closed.lua", "gateway-503.http",
+        "haproxy.cfg", "gateway-gate.lua", "gateway-503.http",
     }
     for text in first.values():
         assert "{{" not in text and "{%" not in text
