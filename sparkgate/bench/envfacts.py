@@ -1,0 +1,92 @@
+"""Environment facts recorded with each run: what was measured, on what, and when.
+
+Through the gateway only (the engine's port is not published): `/server_info` is proxied to the engine
+while the gate is open, and `/sparkgate/verdict` holds the identity the sentinel verified. Image IDs come
+from the deploy record that `invoke deploy` wrote.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+
+from sparkgate.paths import repo_root
+
+SERVER_INFO_KEYS = (
+    "version", "model_path", "served_model_name", "moe_runner_backend", "speculative_algorithm",
+    "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens", "enable_fp32_lm_head",
+    "attention_backend", "max_running_requests", "mem_fraction_static", "random_seed",
+)
+
+
+def get_json(url: str, api_key: str | None = None, timeout: float = 10.0) -> tuple[int, dict | None]:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as response:
+            body = json.loads(response.read() or b"null")
+            return response.status, body if isinstance(body, dict) else None
+    except urllib.error.HTTPError as exc:
+        try:
+            body = json.loads(exc.read() or b"null")
+        except json.JSONDecodeError:
+            body = None
+        return exc.code, body if isinstance(body, dict) else None
+    except (urllib.error.URLError, OSError, json.JSONDecodeError):
+        return 0, None
+
+
+def engine_facts(url: str, api_key: str | None) -> dict:
+    status, info = get_json(url.rstrip("/") + "/server_info", api_key)
+    if not info:
+        return {"server_info": f"unavailable (HTTP {status})"}
+    facts = {key: info.get(key) for key in SERVER_INFO_KEYS if key in info}
+    state = (info.get("internal_states") or [{}])[0]
+    if "avg_spec_accept_length" in state:
+        facts["avg_spec_accept_length_at_start"] = state["avg_spec_accept_length"]
+    return facts
+
+
+def gate_facts(url: str, api_key: str | None) -> dict | None:
+    """The gate's state and the identity the sentinel verified; None when there is no sparkgate gateway."""
+    status, verdict = get_json(url.rstrip("/") + "/sparkgate/verdict", api_key)
+    if status != 200 or not verdict or "state" not in verdict:
+        return None
+    verification = ((verdict.get("full") or {}).get("verification") or {})
+    return {
+        "state": verdict.get("state"),
+        "reason": verdict.get("reason"),
+        "profile": verdict.get("profile"),
+        "engine": verification.get("engine"),
+        "verified_at": verification.get("time"),
+        "full_runs": verdict.get("full_runs"),
+        "rechecks": verdict.get("rechecks"),
+    }
+
+
+def host_facts() -> dict:
+    facts = {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo_root(), capture_output=True, text=True,
+                                timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo_root(),
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        facts["sparkgate_commit"] = (commit + ("-dirty" if dirty else "")) or None
+    except (OSError, subprocess.SubprocessError):
+        facts["sparkgate_commit"] = None
+    return facts
+
+
+def now_utc() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,159 @@
+"""The numbers of the table, from per-request records, and the paired exact McNemar test.
+
+Definitions (all times are engine seconds: wall seconds / the deployment's time scale):
+
+- TTFT: request sent -> first chunk carrying text (content or reasoning).
+- e2e latency: request sent -> last chunk carrying text or the finish reason.
+- decode time: first text chunk -> last text chunk.
+- decode tok/s (aggregate, token-weighted, as published): sum(completion_tokens - 1) / sum(decode time).
+  The first token arrives with TTFT, so it is not a decode token. The published figure divides all
+  completion tokens by sum(e2e - TTFT); at GSM8K's ~570 tokens per answer the two differ by < 0.2 %.
+- TPOT: 1000 / decode tok/s (as published); per-request TPOT (decode time / (tokens - 1)) is kept too.
+- accept length: sum(completion_tokens) / sum(spec_verify_ct), SGLang's own per-request definition summed
+  over the run (so it includes the first token), and only when every request reported it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default), q in [0, 100]."""
+    data = sorted(values)
+    if not data:
+        return None
+    if len(data) == 1:
+        return data[0]
+    rank = (len(data) - 1) * q / 100.0
+    low = math.floor(rank)
+    high = min(low + 1, len(data) - 1)
+    return data[low] + (data[high] - data[low]) * (rank - low)
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    values = list(values)
+    return sum(values) / len(values) if values else None
+
+
+def summarize(records: Sequence[dict]) -> dict:
+    """Summary numbers of one run from its per-request records (dicts, as written to requests.jsonl)."""
+    ok = [r for r in records if not r.get("error")]
+    timed = [r for r in ok if r.get("decode_s") and r["decode_s"] > 0 and r.get("completion_tokens", 0) > 1]
+    decode_tokens = sum(r["completion_tokens"] - 1 for r in timed)
+    decode_time = sum(r["decode_s"] for r in timed)
+    decode_tok_s = decode_tokens / decode_time if decode_time > 0 else None
+    e2e = [r["e2e_s"] for r in ok if r.get("e2e_s") is not None]
+    spec = [r for r in ok if r.get("spec_verify_ct")]
+    accept = None
+    if ok and len(spec) == len(ok):
+        accept = sum(r["completion_tokens"] for r in spec) / sum(r["spec_verify_ct"] for r in spec)
+    scored = [r for r in records if r.get("expected") is not None]
+    correct = sum(1 for r in scored if r.get("correct"))
+    chunks = sum(r.get("text_chunks") or 0 for r in ok)
+    tokens = sum(r.get("completion_tokens") or 0 for r in ok)
+    return {
+        "requests": len(records),
+        "completed": len(ok),
+        "errors": len(records) - len(ok),
+        "truncated": sum(1 for r in ok if r.get("finish_reason") == "length"),
+        "completion_tokens": tokens,
+        "decode_tok_s": decode_tok_s,
+        "tpot_ms": 1000.0 / decode_tok_s if decode_tok_s else None,
+        "tpot_ms_median_request": percentile([1000.0 * r["decode_s"] / (r["completion_tokens"] - 1) for r in timed], 50),
+        "mean_ttft_s": _mean(r["ttft_s"] for r in ok if r.get("ttft_s") is not None),
+        "mean_e2e_s": _mean(e2e),
+        "p50_e2e_s": percentile(e2e, 50),
+        "p95_e2e_s": percentile(e2e, 95),
+        "accept_length": accept,
+        "accept_length_reported": f"{len(spec)}/{len(ok)}",
+        # Tokens per stream chunk: > 1 under speculative decoding; counting chunks would under-report by this.
+        "tokens_per_chunk": tokens / chunks if chunks else None,
+        "scored": len(scored),
+        "correct": correct,
+        "accuracy": correct / len(scored) if scored else None,
+    }
+
+
+# ---------------------------------------------------------------------------------------------- McNemar
+def mcnemar_exact_p(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value: the binomial test of min(b, c) among n = b + c discordant pairs
+    at p = 1/2, doubled and capped at 1. With no discordant pairs it is 1."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    tail = Fraction(sum(math.comb(n, i) for i in range(k + 1)), 2**n)
+    return float(min(Fraction(1), 2 * tail))
+
+
+def smallest_possible_p(n: int) -> float:
+    """The smallest p-value n discordant pairs can produce (all of them one way): 2 / 2**n."""
+    return 1.0 if n == 0 else min(1.0, 2.0 / 2**n)
+
+
+def power(n: int, alpha: float, share: float) -> float:
+    """Probability that the exact test rejects at `alpha` when a discordant pair goes one way with
+    probability `share` (e.g. 2/3 for a 2:1 split), given n discordant pairs."""
+    if n == 0:
+        return 0.0
+    return sum(math.comb(n, k) * share**k * (1 - share) ** (n - k)
+               for k in range(n + 1) if mcnemar_exact_p(k, n - k) < alpha)
+
+
+@dataclass(frozen=True)
+class McNemar:
+    paired: int  # questions answered in both runs
+    both_correct: int
+    a_only: int  # b: correct in A (the baseline), wrong in B
+    b_only: int  # c: wrong in A, correct in B
+    both_wrong: int
+    p_value: float
+    alpha: float
+    power_2to1: float  # power to detect a 2:1 split of the discordant pairs
+    verdict: str
+    detail: str
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+MIN_POWER = 0.8
+
+
+def mcnemar(a: dict[str, bool], b: dict[str, bool], alpha: float = 0.05) -> McNemar:
+    """Paired test on per-question correctness of two runs (dicts item id -> correct), A the baseline."""
+    ids = sorted(set(a) & set(b))
+    both = sum(1 for i in ids if a[i] and b[i])
+    a_only = sum(1 for i in ids if a[i] and not b[i])
+    b_only = sum(1 for i in ids if b[i] and not a[i])
+    neither = len(ids) - both - a_only - b_only
+    n = a_only + b_only
+    p = mcnemar_exact_p(a_only, b_only)
+    pw = power(n, alpha, 2 / 3)
+    if not ids:
+        verdict, detail = "not paired", "no question was answered in both runs (different workloads?)"
+    elif n == 0:
+        verdict = "identical on these questions"
+        detail = (f"all {len(ids)} paired questions scored the same in both runs: no discordant pairs, so McNemar "
+                  "has nothing to test; this says nothing about questions outside the set")
+    elif p < alpha:
+        worse = "worse" if a_only > b_only else "better"
+        verdict = f"significant: {worse}"
+        detail = f"{a_only} vs {b_only} discordant pairs, exact p = {p:.3g} < {alpha}"
+    elif smallest_possible_p(n) >= alpha:
+        verdict = "inconclusive"
+        detail = (f"only {n} discordant pair(s): even if all went one way, p could not go below {alpha} "
+                  f"(smallest possible p = {smallest_possible_p(n):.3g}); run more questions")
+    elif pw < MIN_POWER:
+        verdict = "inconclusive"
+        detail = (f"p = {p:.3g}, but with {n} discordant pairs the test had only {pw:.0%} power to detect a 2:1 "
+                  f"split at alpha {alpha}; run more questions")
+    else:
+        verdict = "no detectable difference"
+        detail = (f"p = {p:.3g} with {n} discordant pairs ({a_only} vs {b_only}); the test had {pw:.0%} power "
+                  f"to detect a 2:1 split at alpha {alpha}")
+    return McNemar(len(ids), both, a_only, b_only, neither, p, alpha, pw, verdict, detail)

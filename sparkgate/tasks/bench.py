@@ -1,0 +1,152 @@
+"""Benchmark tasks: bench (measure a deployed stack through its gateway), compare (runs side by side, with the
+change against the baseline, McNemar and the roofline fraction, plus a PNG) and roofline (bytes per decode
+step and the bandwidth bound). See docs/bench.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke import Collection, Exit, task
+
+from sparkgate.problems import ProfileError
+
+
+@task(
+    help={
+        "profile": "profile name (its deploy record gives the gateway URL and the time scale)",
+        "workload": "arith (generated, default), synthetic (seeded, speed only) or gsm8k (needs --jsonl)",
+        "limit": "run only the first N items",
+        "count": "size of the generated arith / synthetic set (default 16 / 32)",
+        "jsonl": "GSM8K-format JSONL: one {\"question\", \"answer\"} object per line",
+        "shots": "JSONL of the 5 worked examples (default: sparkgate's own five)",
+        "greedy": "temperature 0",
+        "sampled": "the published sampling: temperature 0.6, top_p 0.95, top_k 29, seed 42 (default)",
+        "api": "chat (OpenAI chat completions, default) or generate (SGLang /generate, raw prompt)",
+        "max_tokens": "per request (default: gsm8k 32768, arith 1024, synthetic 256)",
+        "url": "base URL instead of the deploy record's gateway",
+        "out": "bundle directory of the deployment (default build/<profile>)",
+        "api_key_file": "gateway API key file",
+        "time_scale": "engine seconds per wall second (default: the deployment's expectations.json, else 1)",
+        "label": "name for this run in compare's table",
+        "record_floor": "store this baseline run's decode speed as the gate's floor for stacked profiles",
+        "floor_margin": "record the floor this fraction below the measured speed (default 0)",
+        "config": "checkpoint config.json for the roofline (default: the checkpoint on this host, else the published shape)",
+        "bandwidth": "memory bandwidth in GB/s for the roofline (default 273, DGX Spark)",
+        "seed": "seed of the generated workloads (not the sampling seed)",
+        "quiet": "no progress bar",
+    }
+)
+def bench(c, profile, workload="arith", limit=None, count=None, jsonl=None, shots=None, greedy=False, sampled=False,
+          api="chat", max_tokens=None, url=None, out=None, api_key_file=None, time_scale=None, label=None,
+          record_floor=False, floor_margin=0.0, config=None, bandwidth=273.0, seed=20260, quiet=False):
+    """Run a workload through a deployed stack's gateway, one request at a time; write build/bench/<run-id>/."""
+    from sparkgate.bench import run as run_mod
+
+    if greedy and sampled:
+        raise Exit("sparkgate bench: --greedy and --sampled exclude each other", code=2)
+    options = run_mod.BenchOptions(
+        profile=profile, workload=workload, limit=int(limit) if limit else None, count=int(count) if count else None,
+        jsonl=Path(jsonl) if jsonl else None, shots=Path(shots) if shots else None, seed=int(seed),
+        sampling="greedy" if greedy else "sampled", api=api, max_tokens=int(max_tokens) if max_tokens else None,
+        url=url, bundle=Path(out) if out else None, api_key_file=api_key_file,
+        time_scale=float(time_scale) if time_scale else None, label=label, record_floor=record_floor,
+        floor_margin=float(floor_margin), progress=not quiet, config=Path(config) if config else None,
+        bandwidth_gb_s=float(bandwidth),
+    )
+    try:
+        result = run_mod.bench(options, say=lambda line: print(line, flush=True))
+    except (run_mod.BenchError, ProfileError) as exc:
+        raise Exit(f"sparkgate bench: {exc}", code=1) from None
+    print(f"run: {result.run_dir}")
+    if not result.summary["complete"]:
+        raise Exit("sparkgate bench: the run did not complete", code=1)
+
+
+@task(
+    positional=["runs"],
+    help={
+        "runs": "comma-separated run ids or directories (default: the newest run of each profile on the newest "
+                "run's prompt set)",
+        "baseline": "the run the others are compared with (default: the first run without optimizations)",
+        "alpha": "significance level of the McNemar test (default 0.05)",
+        "out": "output directory (default build/bench/compare-<time>)",
+        "no_png": "skip the PNG",
+        "fail_on_regression": "exit 1 when a stacked run is slower than the baseline, its draft is rejected, or "
+                              "its accuracy is significantly worse",
+    },
+)
+def compare(c, runs="", baseline=None, alpha=0.05, out=None, no_png=False, fail_on_regression=False):
+    """Compare bench runs: the published table's columns, % change vs the baseline, McNemar, roofline fraction."""
+    from sparkgate.bench import report
+    from sparkgate.bench import runs as runs_mod
+
+    refs = [ref for ref in runs.replace(" ", ",").split(",") if ref]
+    try:
+        paths = refs or runs_mod.latest_per_profile()
+        loaded = [runs_mod.load(ref) for ref in paths]
+        comparison = report.compare(loaded, baseline, float(alpha))
+        out_dir, text = report.write(comparison, Path(out) if out else None, png=not no_png)
+    except runs_mod.RunError as exc:
+        raise Exit(f"sparkgate compare: {exc}", code=1) from None
+    print(text)
+    print(f"written: {out_dir}/compare.txt, compare.json" + ("" if no_png else ", compare.png"))
+    if fail_on_regression and comparison.regressions:
+        raise Exit("sparkgate compare: regressions: " + "; ".join(comparison.regressions), code=1)
+
+
+@task(
+    help={
+        "profile": "profile name: decides the LM head precision and the MTP window",
+        "config": "checkpoint config.json (default: the checkpoint on this host, else the published shape)",
+        "bandwidth": "memory bandwidth in GB/s (default 273, DGX Spark)",
+        "accept_length": "MTP tokens per verify cycle (default 2.68, published)",
+        "context": "tokens in context for the attention cache (default 1024)",
+        "measured": "a measured decode tok/s to show as a fraction of the bound",
+        "json_out": "also write the numbers as JSON here",
+    }
+)
+def roofline(c, profile, config=None, bandwidth=273.0, accept_length=None, context=1024, measured=None,
+             json_out=None):
+    """Bytes read per decode step (experts, attention, LM head BF16/FP8, MTP draft and verify window) and the
+    resulting upper bound on batch-1 decode speed."""
+    import json
+
+    from sparkgate import profiles
+    from sparkgate.bench import roofline as roof
+    from sparkgate.bench.published import PUBLISHED
+    from sparkgate.bench.run import roofline_for
+
+    try:
+        loaded = profiles.load(profile)
+        line, source = roofline_for(loaded.profile, accept_length=float(accept_length) if accept_length else None,
+                                    context_tokens=int(context), config=Path(config) if config else None,
+                                    bandwidth_gb_s=float(bandwidth))
+    except (ProfileError, roof.RooflineError) as exc:
+        raise Exit(f"sparkgate roofline: {exc}", code=1) from None
+    setup = line.setup
+    print(f"roofline for {loaded.profile.name}: {source}")
+    print(f"  {line.shape.architecture}: {line.shape.layers} layers ({line.shape.mla_layers} MLA, "
+          f"{line.shape.kda_layers} KDA), {line.shape.experts} experts top-{line.shape.top_k}, "
+          f"{line.shape.active_params() / 1e9:.2f} B active parameters per token")
+    mode = (f"MTP: {setup.num_steps} draft steps + verify of {setup.num_draft_tokens} positions, "
+            f"{setup.accept_length:.2f} tokens per cycle" if setup.mtp else "plain decode, 1 token per step")
+    print(f"  {mode}; LM head {'FP8' if setup.fp8_lm_head else 'BF16'}; {setup.bandwidth_gb_s:g} GB/s; "
+          f"context {setup.context_tokens} tokens")
+    print(f"  {'part':24s} {'component':52s} {'bound GB':>9s} {'estimate GB':>11s}")
+    for comp in line.components:
+        print(f"  {comp.part:24s} {comp.name:52s} {comp.bound_bytes / roof.GB:9.4f} {comp.estimate_bytes / roof.GB:11.4f}")
+    print(f"  {'per cycle':77s} {line.bytes_per_cycle_bound / roof.GB:9.4f} {line.bytes_per_cycle_estimate / roof.GB:11.4f}")
+    print(f"  upper bound {line.bound_tok_s:.2f} tok/s (experts fully shared across the verify window); "
+          f"estimate {line.estimate_tok_s:.2f} tok/s (independent routing)")
+    reference = PUBLISHED.get(loaded.profile.name)
+    for what, value in (("measured", float(measured) if measured else None),
+                        ("published", reference.decode_tok_s if reference else None)):
+        if value:
+            print(f"  {what} {value:.2f} tok/s = {value / line.bound_tok_s:.0%} of the bound, "
+                  f"{value / line.estimate_tok_s:.0%} of the estimate")
+    if json_out:
+        Path(json_out).write_text(json.dumps({"profile": loaded.profile.name, "config": source, **line.as_dict()},
+                                             indent=1) + "\n")
+
+
+ns = Collection(bench, compare, roofline)
