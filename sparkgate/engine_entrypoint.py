@@ -75,4 +75,6 @@ def run(launcher: str, log_file: Path | None, argv: list[str]) -> int:
             sys.stdout.buffer.write(line)
             sys.stdout.buffer.flush()
             sink.write(line)
-    return child.wait()
+    code = child.wait()
+    # Killed by a signal (e.g. the OOM killer): report it as a shell would (128 + signal), not 256 - n.
+    return 128 - code if code < 0 else code

@@ -43,6 +43,9 @@ class DeployOptions:
     recheck_period_s: float = 5.0
     budget_s: float | None = None
     post_smoke: bool = True
+    # Drills and tests only: leave a refused engine running (to read its counters). The sentinel keeps
+    # re-verifying it, so the gate could open later without this deploy's post-admission smoke.
+    keep_refused_engine: bool = False
     dry_run: bool = False
 
 
@@ -136,14 +139,16 @@ def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> Deploy
 
     say(f"[1/6] preflight ({options.target})")
     findings = [preflight.docker_reachable()]
+    if findings[0].ok and not options.dry_run and project.container("engine"):
+        # A redeploy replaces the project's running stack: it must release the port and, on a Spark, the
+        # engine's unified memory before the checks below can pass.
+        say(f"      replacing the running stack {project.name}: compose down")
+        project.compose("down", "--remove-orphans", "-t", "10", check=False)
+        if options.target == "spark":
+            _wait_for_memory(say)
     if findings[0].ok:
         findings.append(preflight.images_present(sorted(set(images))))
-    if findings[0].ok and project.container("gateway"):
-        # A redeploy of the same project: its old gateway holds the port until `compose down` below.
-        findings.append(preflight.PreflightFinding("gateway port", True, f"held by {project.name}'s previous deploy, "
-                                                   "which this deploy replaces"))
-    else:
-        findings.append(preflight.port_free(options.bind, options.port))
+    findings.append(preflight.port_free(options.bind, options.port))
     findings.append(preflight.api_key(options.bind, options.api_key_file))
     if options.target == "spark":
         model_dir = Path(os.environ.get("SPARKGATE_MODEL_DIR", Path.home() / "models" / Path(loaded.profile.model.path).name))
@@ -176,6 +181,14 @@ def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> Deploy
         _restore(previous)
     result.record = _write_record(options, project, bundle, images, result)
     return result
+
+
+def _wait_for_memory(say, timeout_s: float = 180.0) -> None:
+    """A stopped engine releases unified memory over tens of seconds; give it that time."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not preflight.memory().ok:
+        time.sleep(5)
+    say(f"      {preflight.memory()}")
 
 
 def _wait_and_prove(options, project, loaded, url, started, timings, say) -> DeployResult:
@@ -240,7 +253,13 @@ def _print_verdict(verdict: dict | None, say) -> None:
 
 
 def _refused(options, project, url, timings, say, reason, verdict) -> DeployResult:
-    say(f"REFUSED: {reason}. The gate stays closed; nothing was admitted.")
+    # Stop the engine so the gate cannot open later on its own (a refused deploy stays refused) and, on a
+    # Spark, its unified memory is released. Sentinel, gateway and logs stay up for inspection.
+    if options.keep_refused_engine:
+        say(f"REFUSED: {reason}. Nothing was admitted; the engine is left running for inspection (drill mode).")
+    else:
+        project.compose("stop", "-t", "10", "engine", check=False)
+        say(f"REFUSED: {reason}. The engine was stopped and the gate stays closed; nothing was admitted.")
     _print_verdict(verdict, say)
     full = (verdict or {}).get("full") or {}
     for check in (full.get("verification") or {}).get("checks", []):
@@ -260,6 +279,8 @@ def _write_record(options, project, bundle, images, result: DeployResult) -> Pat
         "target": options.target,
         "project": project.name,
         "gateway_url": result.gateway_url,
+        "gateway_bind": options.bind,
+        "gateway_port": options.port,
         "admitted": result.admitted,
         "reason": result.reason,
         "images": {ref: docker_cli.image_id(ref) for ref in images},

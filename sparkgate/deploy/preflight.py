@@ -63,8 +63,9 @@ def api_key(bind: str, key_file: str | None) -> PreflightFinding:
 def images_present(references: list[str]) -> PreflightFinding:
     missing = [ref for ref in references if docker_cli.image_id(ref) is None]
     if missing:
-        return PreflightFinding("images", False, f"missing {', '.join(missing)}. Fix: `invoke images.runtime` "
-                                "(and `invoke images.base` first on a new host)")
+        return PreflightFinding("images", False, f"missing {', '.join(missing)}. Fix: `invoke images.sim` builds "
+                                "the runtime image (after `invoke images.base` on a new host); `invoke images.spark` "
+                                "builds the Spark engine image on the Spark")
     return PreflightFinding("images", True, ", ".join(references))
 
 
@@ -82,22 +83,29 @@ def spark_host(model_dir: Path, cache_dir: Path, mem_min_gib: float = SPARK_MIN_
     findings.append(PreflightFinding("model", has_model, str(model_dir) if has_model else
                                      f"{model_dir}/config.json missing. Fix: download Ling-3.0-flash-fp4 there or set "
                                      "SPARKGATE_MODEL_DIR"))
-    available = mem_available_gib()
-    enough = available is not None and available >= mem_min_gib
-    findings.append(PreflightFinding("memory", enough, f"MemAvailable {available:.1f} GiB" if enough else
-                                     f"MemAvailable {available} GiB < {mem_min_gib} GiB: another model is still resident "
-                                     "or memory is not yet released. Fix: stop it, wait, `sync; echo 3 > "
-                                     "/proc/sys/vm/drop_caches`, retry"))
+    findings.append(memory(mem_min_gib))
     for sub in ("humming", "flashinfer"):
         path = cache_dir / sub
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-            ok = os.access(path, os.W_OK)
-        except OSError:
-            ok = False
+        # Checked without creating anything (a dry run must not touch the host): the directory, or the
+        # nearest existing parent it would be created in, must be writable.
+        existing = path
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        ok = existing.is_dir() and os.access(existing, os.W_OK)
         findings.append(PreflightFinding(f"{sub} cache", ok, str(path) if ok else
                                          f"{path} not writable. Fix: chown it or set SPARKGATE_CACHE_DIR"))
     return findings
+
+
+def memory(mem_min_gib: float = SPARK_MIN_MEM_AVAILABLE_GIB) -> PreflightFinding:
+    available = mem_available_gib()
+    if available is None:
+        return PreflightFinding("memory", False, "cannot read MemAvailable from /proc/meminfo")
+    if available >= mem_min_gib:
+        return PreflightFinding("memory", True, f"MemAvailable {available:.1f} GiB")
+    return PreflightFinding("memory", False, f"MemAvailable {available:.1f} GiB < {mem_min_gib} GiB: another model is "
+                            "still resident or memory is not yet released. Fix: stop it, wait, `sync; echo 3 > "
+                            "/proc/sys/vm/drop_caches`, retry")
 
 
 def mem_available_gib() -> float | None:

@@ -18,6 +18,28 @@ def _run(argv: list[str]) -> None:
         raise Exit(code=code)
 
 
+def _refuse_if_running(profile: str) -> None:
+    """Re-rendering replaces the bundle directory a running stack has bind-mounted as /bundle."""
+    import shutil
+    import subprocess
+
+    from sparkgate import profiles as profiles_mod
+
+    if shutil.which("docker") is None:
+        return
+    try:
+        name = profiles_mod.load(profile).profile.name
+    except ProfileError:
+        return  # the render itself reports it
+    running = subprocess.run(
+        ["docker", "ps", "-q", "--filter", f"label=com.docker.compose.project=sparkgate-{name}"],
+        capture_output=True, text=True, check=False,
+    ).stdout.split()
+    if running:
+        raise Exit(f"sparkgate-{name} is running from build/{name}: re-rendering would pull its bundle away. "
+                   f"Fix: `invoke down --profile {name}` first, or `invoke deploy` (which replaces it)")
+
+
 @task
 def profiles(c):
     """List shipped profiles with their optimizations and descriptions."""
@@ -46,6 +68,7 @@ def show(c, profile):
 )
 def render(c, profile, target="spark", dry_run=False, sim_time_scale=0.05):
     """Render build/<profile>/ (compose.yaml, engine.env, argv.json, expectations.json, manifest.json)."""
+    _refuse_if_running(profile)
     argv = ["render", "--profile", profile, "--target", target, "--sim-time-scale", str(sim_time_scale)]
     _run(argv + (["--dry-run"] if dry_run else []))
 

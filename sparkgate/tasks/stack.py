@@ -42,17 +42,19 @@ def _record(project: docker_cli.Project) -> dict:
         "sim_time_scale": "simulator speed: engine seconds per wall second (default 0.05 = 20x faster)",
         "sim_startup": "simulated startup length in engine seconds (default: Spark-like, about 8 minutes)",
         "period": "sentinel re-check period in seconds",
+        "budget": "seconds to wait for the verdict (default: 1200 on spark, 300 on sim)",
         "dry_run": "preflight and show what would be written and started, start nothing",
     }
 )
 def deploy(c, profile, target="sim", port=18000, bind="127.0.0.1", api_key_file=None, project=None, out=None,
-           sim_faults="", sim_admin=False, sim_time_scale=0.05, sim_startup=None, period=5.0, dry_run=False):
+           sim_faults="", sim_admin=False, sim_time_scale=0.05, sim_startup=None, period=5.0, budget=None,
+           dry_run=False):
     """Preflight, render, up, wait, prove, admit. Exit 0 only when the gateway admits traffic."""
     options = deploy_mod.DeployOptions(
         profile=profile, target=target, project=project, out=Path(out) if out else None, port=int(port), bind=bind,
         api_key_file=api_key_file, sim_faults=tuple(f for f in sim_faults.split(",") if f), sim_admin=sim_admin,
         sim_time_scale=float(sim_time_scale), sim_startup_s=float(sim_startup) if sim_startup else None,
-        recheck_period_s=float(period), dry_run=dry_run,
+        recheck_period_s=float(period), budget_s=float(budget) if budget else None, dry_run=dry_run,
     )
     if target == "sim" and not dry_run:
         from sparkgate.tasks.images import ensure_runtime_image
@@ -69,8 +71,8 @@ def deploy(c, profile, target="sim", port=18000, bind="127.0.0.1", api_key_file=
         raise Exit(f"sparkgate deploy: refused ({result.reason})", code=1)
 
 
-@task(help={"profile": "profile name", "project": "compose project", "out": "bundle directory"})
-def status(c, profile, project=None, out=None):
+@task(help={"profile": "profile name", "project": "compose project", "out": "bundle directory", "api_key_file": "gateway API key file (when the gateway requires one)"})
+def status(c, profile, project=None, out=None, api_key_file=None):
     """Services, gate state and the last verdict of a deployed stack."""
     stack = _project(profile, project, out)
     for service in ("engine", "sentinel", "gateway"):
@@ -79,7 +81,8 @@ def status(c, profile, project=None, out=None):
         print(f"{service:9s} {state.get('Status', 'absent'):10s} health={health}")
     record = _record(stack)
     url = record.get("gateway_url") or f"http://127.0.0.1:{os.environ.get('SPARKGATE_GATEWAY_PORT', 18000)}"
-    code, verdict = deploy_mod._get_json(f"{url}/sparkgate/verdict", None)
+    api_key = Path(api_key_file).read_text().strip() if api_key_file else None
+    code, verdict = deploy_mod._get_json(f"{url}/sparkgate/verdict", api_key)
     if verdict is None:
         print(f"gate: unknown (gateway {url} answered {code})")
         return
@@ -110,7 +113,13 @@ def smoke(c, profile, url=None, api_key_file=None, out=None):
 def infra(c, profile, project=None, out=None):
     """Run the testinfra suite from the host (docker:// backend) against a deployed stack."""
     stack = _project(profile, project, out)
+    record = _record(stack)
     env = {**os.environ, "SPARKGATE_BUNDLE": str(stack.compose_file.parent), "SPARKGATE_PROJECT": stack.name}
+    # The listener check compares against what was deployed (bind and port from the deploy record).
+    if record.get("gateway_bind"):
+        env["SPARKGATE_GATEWAY_BIND"] = record["gateway_bind"]
+    if record.get("gateway_port"):
+        env["SPARKGATE_GATEWAY_PORT"] = str(record["gateway_port"])
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "infra", str(repo_root() / "tests" / "infra")]
     code = subprocess.call(argv, env=env, cwd=repo_root())
     if code:

@@ -86,9 +86,19 @@ REFUSALS = {
 }
 
 
+def test_refused_deploy_stops_the_engine(deploy_stack):
+    """A refused deploy stays refused: the engine is stopped, so the gate cannot open later on its own."""
+    stack = deploy_stack("all-three", faults=("humming-fallback",))
+    assert not stack.result.admitted
+    assert stack.project.state("engine")["Status"] == "exited"
+    time.sleep(E2E_PERIOD_S * 2)
+    assert stack.get("/sparkgate/ready")[0] == 503 and stack.get("/v1/models")[0] == 503
+
+
 @pytest.mark.parametrize("fault", sorted(REFUSALS))
 def test_fault_refused_and_nothing_admitted(deploy_stack, fault):
-    stack = deploy_stack("all-three", faults=(fault,))
+    # The refused engine is kept running so its own request counters can be read afterwards.
+    stack = deploy_stack("all-three", faults=(fault,), keep_refused_engine=True)
     assert not stack.result.admitted
     verdict = stack.verdict()
     assert verdict["state"] == "closed"
@@ -102,7 +112,7 @@ def test_fault_refused_and_nothing_admitted(deploy_stack, fault):
 
 
 def test_stock_image_refused(deploy_stack):
-    stack = deploy_stack("all-three", sim_image="stock")
+    stack = deploy_stack("all-three", sim_image="stock", keep_refused_engine=True)
     assert not stack.result.admitted
     failing = {c["name"] for c in stack.verdict()["full"]["verification"]["checks"] if not c["passed"]}
     assert "fp8_lm_head.env_declared" in failing
