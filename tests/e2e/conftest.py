@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -18,17 +17,13 @@ import pytest
 from sparkgate.deploy import deploy as deploy_mod
 from sparkgate.deploy import docker_cli, preflight
 from sparkgate.images import load_lock
+from tests.unit.sim.simproc import free_port  # noqa: F401 - shared with the e2e tests
 
 # Fast simulated engine: 50x real time, a 40 s (simulated) startup, re-checks every 2 s.
 E2E_SCALE = 0.02
 E2E_STARTUP_S = 40.0
 E2E_PERIOD_S = 2.0
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="session", autouse=True)
