@@ -26,8 +26,8 @@ def render_png(comparison: Comparison, path: Path) -> Path:
 
     fig, (ax_speed, ax_tpot) = plt.subplots(1, 2, figsize=(max(8.0, 2.2 * len(labels) + 4), 4.8), dpi=110)
     ax_speed.bar(xs, speeds, color=colors)
-    for x, value in zip(xs, speeds, strict=True):
-        ax_speed.annotate(f"{value:.1f}", (x, value), ha="center", va="bottom", fontsize=8)
+    for x, value in zip(xs, speeds, strict=True):  # inside the bar: the published marks sit on its top
+        ax_speed.annotate(f"{value:.1f}", (x, value / 2), ha="center", va="center", fontsize=9, color="white")
     pub_x = [x for x, ref in zip(xs, published, strict=True) if ref]
     ax_speed.scatter(pub_x, [ref.decode_tok_s for ref in published if ref], marker="_", s=900, color="black",
                      linewidths=2.5, label="published (Spark, GSM8K)", zorder=3)
@@ -41,7 +41,7 @@ def render_png(comparison: Comparison, path: Path) -> Path:
 
     ax_tpot.bar(xs, tpots, color=colors)
     for x, value in zip(xs, tpots, strict=True):
-        ax_tpot.annotate(f"{value:.1f}", (x, value), ha="center", va="bottom", fontsize=8)
+        ax_tpot.annotate(f"{value:.1f}", (x, value / 2), ha="center", va="center", fontsize=9, color="white")
     ax_tpot.scatter(pub_x, [ref.tpot_ms for ref in published if ref], marker="_", s=900, color="black",
                     linewidths=2.5, label="published", zorder=3)
     ax_tpot.set_ylabel("TPOT ms (1000 / decode tok/s)")
@@ -51,7 +51,8 @@ def render_png(comparison: Comparison, path: Path) -> Path:
         axis.set_xticks(list(xs))
         axis.set_xticklabels(labels, rotation=20, ha="right", fontsize=8)
         axis.grid(axis="y", alpha=0.3)
-    ax_speed.legend(fontsize=7, loc="upper left")
+    ax_speed.legend(fontsize=7, loc="upper left", framealpha=0.9)
+    ax_speed.set_ylim(0, max([*speeds, *(v for v in roof if v)], default=1) * 1.25)
     base = comparison.baseline.run
     fig.suptitle(f"sparkgate bench: {base.summary.get('workload', {}).get('description', '')} "
                  f"[{base.summary.get('environment', {}).get('target')}]", fontsize=9)

@@ -65,8 +65,8 @@ def bench(c, profile, workload="arith", limit=None, count=None, jsonl=None, shot
 @task(
     positional=["runs"],
     help={
-        "runs": "comma-separated run ids or directories (default: the newest run of each profile on the newest "
-                "run's prompt set)",
+        "runs": "comma-separated run ids or directories, or `latest`: the newest run of each profile on the newest "
+                "run's prompt set",
         "baseline": "the run the others are compared with (default: the first run without optimizations)",
         "alpha": "significance level of the McNemar test (default 0.05)",
         "out": "output directory (default build/bench/compare-<time>)",
@@ -75,14 +75,14 @@ def bench(c, profile, workload="arith", limit=None, count=None, jsonl=None, shot
                               "its accuracy is significantly worse",
     },
 )
-def compare(c, runs="", baseline=None, alpha=0.05, out=None, no_png=False, fail_on_regression=False):
+def compare(c, runs, baseline=None, alpha=0.05, out=None, no_png=False, fail_on_regression=False):
     """Compare bench runs: the published table's columns, % change vs the baseline, McNemar, roofline fraction."""
     from sparkgate.bench import report
     from sparkgate.bench import runs as runs_mod
 
     refs = [ref for ref in runs.replace(" ", ",").split(",") if ref]
     try:
-        paths = refs or runs_mod.latest_per_profile()
+        paths = runs_mod.latest_per_profile() if refs == ["latest"] else refs
         loaded = [runs_mod.load(ref) for ref in paths]
         comparison = report.compare(loaded, baseline, float(alpha))
         out_dir, text = report.write(comparison, Path(out) if out else None, png=not no_png)

@@ -1,0 +1,53 @@
+import json
+
+import pytest
+
+from sparkgate.bench import floor
+
+
+def summary(profile="baseline", requested=(), speed=37.5, completed=16, errors=0, complete=True, target="sim"):
+    return {"profile": profile, "requested_optimizations": list(requested), "complete": complete,
+            "finished_at": "2026-11-29T00:00:00+00:00", "workload": {"name": "arith"},
+            "results": {"decode_tok_s": speed, "completed": completed, "errors": errors},
+            "environment": {"target": target, "images": {"img": "sha256:1"}, "engine": {"version": "0.5.23"},
+                            "host": {"hostname": "spark-1"}}}
+
+
+def test_record_and_read_per_target(tmp_path):
+    assert floor.recorded_baseline_tok_s("sim") is None
+    path, entry = floor.record(summary(speed=37.5), tmp_path / "run")
+    assert path == tmp_path / "floor.json"  # the test's SPARKGATE_BENCH_FLOOR_FILE
+    assert floor.recorded_baseline_tok_s("sim") == 37.5
+    assert floor.recorded_baseline_tok_s("spark") is None  # a simulator floor never guards a Spark
+    floor.record(summary(speed=36.0, target="spark"), tmp_path / "run2", margin=0.02)
+    assert floor.recorded_baseline_tok_s("spark") == pytest.approx(36.0 * 0.98)
+    assert floor.recorded_baseline_tok_s("sim") == 37.5
+    assert floor.recorded_floor("spark")["measured_decode_tok_s"] == 36.0
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [(dict(profile="all-three", requested=("humming", "fp8_lm_head", "mtp")), "baseline profile"),
+     (dict(errors=2), "failed request"), (dict(completed=3), "at least"), (dict(complete=False), "did not complete"),
+     (dict(speed=None), "no decode speed")],
+)
+def test_record_refuses_bad_floors(tmp_path, bad, message):
+    with pytest.raises(floor.FloorError, match=message):
+        floor.record(summary(**bad), tmp_path)
+
+
+def test_empty_env_turns_floors_off(monkeypatch, tmp_path):
+    floor.record(summary(), tmp_path)
+    monkeypatch.setenv(floor.FLOOR_ENV, "")
+    assert floor.recorded_baseline_tok_s("sim") is None
+    with pytest.raises(floor.FloorError, match="turned off"):
+        floor.record(summary(), tmp_path)
+
+
+def test_unreadable_floor_is_an_error_not_a_missing_floor(tmp_path):
+    (tmp_path / "floor.json").write_text("{")
+    with pytest.raises(floor.FloorError, match="unreadable"):
+        floor.recorded_baseline_tok_s("sim")
+    (tmp_path / "floor.json").write_text(json.dumps({"floor_version": 1, "targets": {"sim": {"floor_tok_s": -1}}}))
+    with pytest.raises(floor.FloorError, match="positive"):
+        floor.recorded_baseline_tok_s("sim")

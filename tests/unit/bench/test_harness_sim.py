@@ -1,0 +1,99 @@
+"""The harness against a simulator subprocess (25x faster than real time): its numbers must reproduce the
+simulator's configured speed and accept length, and the broken-draft fault must show up as a regression.
+
+Tolerances: decode speed within 5 % (per-prompt accept jitter of +-0.05, whole-token verify steps, and
+sleep granularity of a busy 2-core machine; a measurement that is off is repeated up to twice, as the
+simulator's own speed tests do: a simulator at the wrong pace is off every time). Accept length within
+0.10: SGLang's definition counts the first token too, so 96 tokens in 35.4 verify steps read 2.71.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkgate.bench import floor, report, runs
+from sparkgate.bench import run as bench_run
+
+SCALE = 0.04
+FAST_START = {"SPARKGATE_SIM_STARTUP_S": "4"}
+SPEED_TOLERANCE = 0.05
+ACCEPT_TOLERANCE = 0.10
+ITEMS, MAX_TOKENS = 6, 96
+
+WANT = {"baseline": (37.81, None), "humming-fp8": (41.0, None), "all-three": (53.89, 2.68)}
+
+
+def bench(sim, name, tmp_path, *, api="generate", items=ITEMS, want=None, attempts=3, **extra):
+    result = None
+    for _ in range(attempts):
+        options = bench_run.BenchOptions(
+            profile=name, workload="arith", count=items, sampling="greedy", api=api, max_tokens=MAX_TOKENS,
+            url=sim.base_url, time_scale=SCALE, target="sim", out_root=tmp_path / "runs", progress=False, **extra,
+        )
+        result = bench_run.bench(options, say=lambda _line: None)
+        speed = result.summary["results"]["decode_tok_s"]
+        if want is None or abs(speed - want) <= SPEED_TOLERANCE * want:
+            break
+    return result
+
+
+@pytest.mark.parametrize("name", list(WANT))
+def test_reproduces_configured_speed_and_accept_length(start_profile, tmp_path, name):
+    tok_s, accept = WANT[name]
+    sim = start_profile(name, FAST_START, scale=SCALE)
+    result = bench(sim, name, tmp_path, want=tok_s)
+    numbers = result.summary["results"]
+    assert (numbers["completed"], numbers["errors"]) == (ITEMS, 0)
+    assert numbers["decode_tok_s"] == pytest.approx(tok_s, rel=SPEED_TOLERANCE)
+    assert numbers["tpot_ms"] == pytest.approx(1000 / tok_s, rel=SPEED_TOLERANCE)
+    assert numbers["completion_tokens"] == ITEMS * MAX_TOKENS  # from meta_info, never from chunks
+    if accept is None:
+        assert numbers["accept_length"] is None
+    else:
+        assert numbers["accept_length"] == pytest.approx(accept, abs=ACCEPT_TOLERANCE)
+    # the run directory: every request on its own line, the summary written last, nothing partial left
+    run = runs.load(result.run_dir)
+    assert len(run.records) == ITEMS and not (result.run_dir / "requests.jsonl.partial").exists()
+    assert run.summary["complete"] and run.summary["environment"]["engine"]["version"] == "0.5.23"
+    assert run.summary["protocol"]["tokens_from"] == "meta_info.completion_tokens"
+    assert 0.4 < run.summary["roofline"]["fraction_of_estimate"] < 0.9
+
+
+def test_chat_api_counts_usage_tokens_not_chunks(start_profile, tmp_path):
+    sim = start_profile("all-three", FAST_START, scale=SCALE)
+    result = bench(sim, "all-three", tmp_path, api="chat", items=4, want=53.89)
+    numbers = result.summary["results"]
+    assert numbers["completion_tokens"] == 4 * MAX_TOKENS  # usage.completion_tokens
+    assert numbers["decode_tok_s"] == pytest.approx(53.89, rel=SPEED_TOLERANCE)
+    # one chunk per verify step: counting chunks would report ~2.6x fewer tokens
+    assert numbers["tokens_per_chunk"] == pytest.approx(2.68, abs=0.15)
+    # the simulator's chat layer returns no sglext.spec_tokens_details: reported as missing, never guessed
+    assert numbers["accept_length"] is None
+    flags = report.compare([runs.load(result.run_dir)]).rows[0].flags
+    assert any("accept length not reported" in flag for flag in flags)
+
+
+def test_broken_draft_is_slower_than_baseline_and_flagged(start_profile, tmp_path):
+    base_sim = start_profile("baseline", FAST_START, scale=SCALE)
+    base = bench(base_sim, "baseline", tmp_path, items=8, want=37.81, record_floor=True)
+    base_sim.stop()
+    recorded = floor.recorded_baseline_tok_s("sim")
+    assert recorded == pytest.approx(base.summary["results"]["decode_tok_s"], abs=0.001)
+
+    broken_sim = start_profile("all-three", {**FAST_START, "SPARKGATE_SIM_FAULTS": "draft-lm-head-unshared"},
+                               scale=SCALE)
+    broken = bench(broken_sim, "all-three", tmp_path, items=8, label="all-three [draft-lm-head-unshared]")
+    numbers = broken.summary["results"]
+    assert numbers["decode_tok_s"] == pytest.approx(24.0, rel=SPEED_TOLERANCE)
+    assert numbers["accept_length"] == pytest.approx(1.0, abs=0.05)
+    assert numbers["decode_tok_s"] < recorded  # what the gate refuses once expectations read the floor
+
+    comparison = report.compare([runs.load(base.run_dir), runs.load(broken.run_dir)])
+    assert comparison.baseline.run.profile == "baseline"
+    row = comparison.rows[1]
+    assert row.delta_pct["decode_tok_s"] < -30
+    assert any("slower than the baseline" in flag for flag in row.flags)
+    assert any("accept length 1.0" in flag for flag in row.flags)
+    assert len(comparison.regressions) == 2
+    text = report.render(comparison)
+    assert "REGRESSION" in text and "all-three [draft-lm-head-unshared]" in text

@@ -1,0 +1,65 @@
+"""The invoke collection: task names, and the tasks run end to end on local files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from invoke import Collection, Program
+
+from sparkgate.tasks import bench as bench_tasks
+
+from .runfactory import make_run
+
+
+def invoke(argv: list[str]) -> int:
+    ns = Collection()
+    for name, task_obj in bench_tasks.ns.tasks.items():  # flattened, as tasks.py does
+        ns.add_task(task_obj, name=name)
+    try:
+        Program(namespace=ns, name="invoke").run(["invoke", *argv], exit=True)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def test_collection_names():
+    assert sorted(bench_tasks.ns.tasks) == ["bench", "compare", "roofline"]
+
+
+def test_roofline_task(capsys, tmp_path):
+    assert invoke(["roofline", "--profile", "all-three", "--json-out", str(tmp_path / "r.json")]) == 0
+    out = capsys.readouterr().out
+    assert "5.10 B active" in out and "upper bound 125.83 tok/s" in out and "estimate 83.81 tok/s" in out
+    assert "published 53.89 tok/s = 43% of the bound, 64% of the estimate" in out
+    assert json.loads((tmp_path / "r.json").read_text())["bytes_per_cycle_bound"] == pytest.approx(5_814_307_840)
+
+
+def test_compare_task_fails_on_regression(capsys, tmp_path):
+    base = make_run(tmp_path, "r1", "baseline", speed=37.8, correct=[True] * 4)
+    broken = make_run(tmp_path, "r2", "all-three", speed=24.0, accept=1.0, requested=("humming", "fp8_lm_head", "mtp"),
+                      correct=[True] * 4)
+    out = tmp_path / "cmp"
+    assert invoke(["compare", f"{base},{broken}", "--out", str(out), "--no-png"]) == 0
+    assert invoke(["compare", f"{base},{broken}", "--out", str(out), "--no-png", "--fail-on-regression"]) == 1
+    assert "REGRESSION" in capsys.readouterr().out and (out / "compare.json").is_file()
+
+
+def test_bench_task_without_a_deployment(capsys, tmp_path):
+    code = invoke(["bench", "--profile", "baseline", "--out", str(tmp_path / "nothing")])
+    assert code == 1
+    assert "no deployed stack" in capsys.readouterr().err
+    assert invoke(["bench", "--profile", "baseline", "--greedy", "--sampled", "--url", "http://127.0.0.1:9"]) == 2
+
+
+def test_compare_latest_picks_the_newest_run_of_each_profile(capsys, tmp_path, monkeypatch):
+    from sparkgate.bench import runs as runs_mod
+
+    monkeypatch.setattr(runs_mod, "bench_root", lambda: tmp_path)
+    make_run(tmp_path, "r1", "baseline", speed=30.0, correct=[True] * 4)
+    make_run(tmp_path, "r2", "baseline", speed=37.8, correct=[True] * 4)
+    make_run(tmp_path, "r3", "all-three", speed=53.9, accept=2.68, requested=("humming", "fp8_lm_head", "mtp"),
+             correct=[True] * 4)
+    assert invoke(["compare", "latest", "--out", str(tmp_path / "cmp"), "--no-png"]) == 0
+    data = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert sorted(row["run"] for row in data["rows"]) == ["r2", "r3"]
