@@ -1,0 +1,42 @@
+"""`invoke bench` against a deployed stack (simulated engine, real sentinel and gateway on Docker): the
+harness finds the gateway and the time scale from the deploy record and the bundle, goes only through the
+gateway, and records the environment facts."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkgate.bench import runs
+from sparkgate.bench import run as bench_run
+from sparkgate.deploy import preflight
+from tests.e2e.conftest import E2E_SCALE, deploy_stack  # noqa: F401  (fixture, re-exported)
+
+pytestmark = [pytest.mark.docker, pytest.mark.e2e]
+
+
+def test_bench_through_the_gateway_of_a_deployed_stack(deploy_stack, tmp_path):  # noqa: F811
+    finding = preflight.docker_reachable()
+    if not finding.ok:
+        pytest.fail(f"needs Docker: {finding.detail}")
+    stack = deploy_stack("all-three")
+    assert stack.result.admitted, stack.result.reason
+    before = stack.engine_stats()["forwarded"].get("/v1/chat/completions", 0)
+
+    options = bench_run.BenchOptions(profile="all-three", workload="arith", count=4, sampling="sampled",
+                                     max_tokens=64, bundle=stack.result.bundle, out_root=tmp_path / "runs",
+                                     progress=False)
+    result = bench_run.bench(options, say=lambda _line: None)
+
+    summary = runs.load(result.run_dir).summary
+    env = summary["environment"]
+    assert summary["complete"] and summary["results"]["errors"] == 0
+    assert env["gateway_url"] == stack.url and env["target"] == "sim"
+    assert summary["protocol"]["time_scale"] == E2E_SCALE  # from the bundle's expectations.json
+    assert env["images"] and all(image_id.startswith("sha256:") for image_id in env["images"].values())
+    assert env["gate"]["state"] == "open" and env["gate"]["engine"]["version"] == "0.5.23"
+    assert env["engine"]["version"] == "0.5.23" and env["engine"]["speculative_algorithm"] == "EAGLE"
+    assert summary["results"]["completion_tokens"] == 4 * 64
+    # engine time, not wall time: at 50x the simulator must still read close to its configured 53.89 tok/s
+    assert summary["results"]["decode_tok_s"] == pytest.approx(53.89, rel=0.15)
+    after = stack.engine_stats()["forwarded"].get("/v1/chat/completions", 0)
+    assert after - before == 4  # every request came through the gateway, one each
