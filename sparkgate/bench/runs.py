@@ -128,7 +128,7 @@ def load(ref: str | Path, root: Path | None = None) -> Run:
 
 
 def latest_per_profile(root: Path | None = None) -> list[Path]:
-    """The newest finished run of each profile that ran the newest run's workload (same prompt fingerprint)."""
+    """The newest finished run of each profile (or label) on the newest run's prompt set (same fingerprint)."""
     root = root or bench_root()
     finished = sorted((p for p in root.glob("*/" + SUMMARY)), key=lambda p: p.stat().st_mtime) if root.is_dir() else []
     if not finished:
@@ -140,6 +140,5 @@ def latest_per_profile(root: Path | None = None) -> list[Path]:
         summary = json.loads(path.read_text())
         if summary.get("workload", {}).get("fingerprint") != fingerprint:
             continue
-        key = summary.get("profile", "?") + "|" + ",".join(summary.get("environment", {}).get("sim_faults") or [])
-        chosen[key] = path.parent
+        chosen[Run(path.parent, summary, []).label] = path.parent
     return list(chosen.values())
