@@ -261,5 +261,9 @@ def run(target: Target, workload: Workload, sampling: Sampling, max_tokens: int,
         on_record(record)
         failures = failures + 1 if record.error else 0
         if failures >= max_consecutive_errors:
-            return records, f"stopped after {failures} consecutive failed requests (last: {record.error})"
+            hint = ""
+            if target.api == "chat" and target.spec_details and "HTTP 400" in (record.error or ""):
+                hint = ("; an engine without sglext support may reject return_spec_tokens_details: try --api "
+                        "generate")
+            return records, f"stopped after {failures} consecutive failed requests (last: {record.error}){hint}"
     return records, None

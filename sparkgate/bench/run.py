@@ -155,8 +155,22 @@ def bench(options: BenchOptions, say: Callable[[str], None] = print) -> BenchRes
     rows = [r.as_dict() for r in records]
     results = stats.summarize(rows)
     accept = results["accept_length"] if "mtp" in requested else None
-    line, source = roofline_for(profile, accept_length=accept, context_tokens=_context_tokens(rows),
-                                config=options.config, bandwidth_gb_s=options.bandwidth_gb_s)
+    try:  # never lose a measured run to a config.json the roofline cannot model
+        line, source = roofline_for(profile, accept_length=accept, context_tokens=_context_tokens(rows),
+                                    config=options.config, bandwidth_gb_s=options.bandwidth_gb_s)
+        roof = {
+            "config": source,
+            "bandwidth_gb_s": options.bandwidth_gb_s,
+            "accept_length_used": line.setup.accept_length if line.setup.mtp else None,
+            "context_tokens": line.setup.context_tokens,
+            "bound_tok_s": line.bound_tok_s,
+            "estimate_tok_s": line.estimate_tok_s,
+            "fraction_of_bound": results["decode_tok_s"] / line.bound_tok_s if results["decode_tok_s"] else None,
+            "fraction_of_estimate": results["decode_tok_s"] / line.estimate_tok_s if results["decode_tok_s"] else None,
+        }
+    except roofline.RooflineError as exc:
+        roof = {"error": str(exc)}
+        say(f"roofline not computed: {exc}")
     summary = {
         "summary_version": runs.SUMMARY_VERSION,
         "run_id": run_id,
@@ -192,16 +206,7 @@ def bench(options: BenchOptions, say: Callable[[str], None] = print) -> BenchRes
             "host": envfacts.host_facts(),
         },
         "results": results,
-        "roofline": {
-            "config": source,
-            "bandwidth_gb_s": options.bandwidth_gb_s,
-            "accept_length_used": line.setup.accept_length if line.setup.mtp else None,
-            "context_tokens": line.setup.context_tokens,
-            "bound_tok_s": line.bound_tok_s,
-            "estimate_tok_s": line.estimate_tok_s,
-            "fraction_of_bound": results["decode_tok_s"] / line.bound_tok_s if results["decode_tok_s"] else None,
-            "fraction_of_estimate": results["decode_tok_s"] / line.estimate_tok_s if results["decode_tok_s"] else None,
-        },
+        "roofline": roof,
         "published": PUBLISHED[profile.name].__dict__ if profile.name in PUBLISHED else None,
     }
     runs.write_json_atomic(run_dir / runs.SUMMARY, summary)
@@ -230,7 +235,7 @@ def _one_line(summary: dict) -> str:
             f"e2e mean/P50/P95 {_fmt(r['mean_e2e_s'], '{:.2f}')}/{_fmt(r['p50_e2e_s'], '{:.2f}')}/"
             f"{_fmt(r['p95_e2e_s'], '{:.2f}')} s, accept {_fmt(r['accept_length'], '{:.2f}')}, "
             f"accuracy {_fmt(r['accuracy'], '{:.1%}')} ({r['correct']}/{r['scored']}), errors {r['errors']}; "
-            f"{_fmt(summary['roofline']['fraction_of_estimate'], '{:.0%}')} of the roofline estimate -> "
+            f"{_fmt(summary['roofline'].get('fraction_of_estimate'), '{:.0%}')} of the roofline estimate -> "
             f"{summary['run_id']}")
 
 

@@ -61,7 +61,10 @@ def test_reproduces_configured_speed_and_accept_length(start_profile, tmp_path, 
 
 def test_chat_api_counts_usage_tokens_not_chunks(start_profile, tmp_path):
     sim = start_profile("all-three", FAST_START, scale=SCALE)
-    result = bench(sim, "all-three", tmp_path, api="chat", items=4, want=53.89)
+    bad_config = tmp_path / "config.json"
+    bad_config.write_text("{")
+    result = bench(sim, "all-three", tmp_path, api="chat", items=4, want=53.89, config=bad_config)
+    assert "cannot read" in result.summary["roofline"]["error"]  # the measured run is kept all the same
     numbers = result.summary["results"]
     assert numbers["completion_tokens"] == 4 * MAX_TOKENS  # usage.completion_tokens
     assert numbers["decode_tok_s"] == pytest.approx(53.89, rel=SPEED_TOLERANCE)
