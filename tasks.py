@@ -2,10 +2,10 @@
 
 from invoke import Collection
 
-from sparkgate.tasks import bundle, dev, images, stack
+from sparkgate.tasks import bench, bundle, dev, images, stack
 
 ns = Collection()
-for collection in (bundle.ns, dev.ns, stack.ns):
+for collection in (bench.ns, bundle.ns, dev.ns, stack.ns):
     for name, task_obj in collection.tasks.items():
         ns.add_task(task_obj, name=name)
 ns.add_collection(images.ns)

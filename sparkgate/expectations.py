@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sparkgate.bench.floor import recorded_baseline_tok_s
 from sparkgate.images import load_lock
 from sparkgate.optimizations import REGISTRY
 from sparkgate.sglang_cli import SGLANG_VERSION
@@ -39,7 +40,8 @@ def build(loaded: LoadedProfile, target: str, time_scale: float) -> dict:
         "requested": profile.requested(),
         "optimizations": {key: module.expectations(profile) for key, module in REGISTRY.items()},
         "speed": {
-            "baseline_decode_tok_s": profile.gate.baseline_decode_tok_s,
+            # A baseline measured on this host (`invoke bench --profile baseline --record-floor`) wins.
+            "baseline_decode_tok_s": recorded_baseline_tok_s(target) or profile.gate.baseline_decode_tok_s,
             "min_decode_tok_s": profile.gate.min_decode_tok_s,
             # Only stacked profiles must beat the baseline; the baseline itself is the reference.
             "must_beat_baseline": bool(profile.requested()),

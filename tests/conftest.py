@@ -8,6 +8,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# A developer's recorded bench floor must not change what the tests render and deploy.
+__import__("os").environ.setdefault("SPARKGATE_BENCH_FLOOR_FILE", "")
+
 
 @pytest.fixture(scope="session")
 def repo() -> Path:

@@ -227,6 +227,12 @@ def _wait_and_prove(options, project, loaded, url, started, timings, say) -> Dep
 
     say("[5/6] sentinel verdict: PASS (verification + testinfra + smoke against the engine)")
     _print_verdict(verdict, say)
+    # The gateway follows the verdict within its poll and health-check interval (about a second).
+    follow_deadline = time.monotonic() + 15
+    while _get_json(f"{url}/v1/models", api_key)[0] != 200:
+        if time.monotonic() > follow_deadline:
+            return _refused(options, project, url, timings, say, "the gateway did not follow the open verdict", verdict)
+        time.sleep(0.25)
     if options.post_smoke:
         say(f"[6/6] post-admission smoke through the gateway {url}")
         smoke = run_smoke(url, loaded.profile.model.served_name, options.api_key_file)

@@ -12,6 +12,7 @@ from invoke import Collection, Exit, task
 
 from sparkgate import profiles
 from sparkgate.deploy import deploy as deploy_mod
+from sparkgate.bench.floor import FloorError
 from sparkgate.deploy import docker_cli
 from sparkgate.paths import build_dir, repo_root
 from sparkgate.problems import ProfileError
@@ -62,7 +63,7 @@ def deploy(c, profile, target="sim", port=18000, bind="127.0.0.1", api_key_file=
         ensure_runtime_image(c)
     try:
         result = deploy_mod.deploy(options, say=lambda line: print(line, flush=True))
-    except (ProfileError, deploy_mod.DeployRefused, docker_cli.DockerError) as exc:
+    except (ProfileError, deploy_mod.DeployRefused, docker_cli.DockerError, FloorError) as exc:
         raise Exit(f"sparkgate deploy: {exc}", code=1) from None
     if dry_run:
         return
