@@ -28,6 +28,9 @@ from sparkgate.sentinel.state import CLOSED, OPEN, VERIFYING, WAITING, GateState
 
 log = logging.getLogger("sparkgate.sentinel")
 CALIBRATION_STAGE = len(STAGES) - 1
+# The startup log signatures cannot change without a restart, which `sentinel.engine_unchanged` catches;
+# re-reading a log that grows for days on every period would only cost I/O.
+LOG_STAGE = next(i for i, (title, _) in enumerate(STAGES) if title == "engine log")
 
 
 @dataclass(frozen=True)
@@ -118,9 +121,10 @@ class Sentinel:
             self.state.set(CLOSED, f"re-check failed: engine.health (HTTP {status or 'no answer'})")
             log.warning("gate CLOSED by re-check: engine /health answered %s", status or "nothing")
             return False
-        engine_log = logs.from_file(self.config.log_file)
-        evidence = gather(self.quick_client, self.expectations, engine_log, calibrate=False)
-        results: list[CheckResult] = [c for c in run_checks(evidence) if stage_of(c) < CALIBRATION_STAGE]
+        evidence = gather(self.quick_client, self.expectations, logs.missing(), calibrate=False)
+        results: list[CheckResult] = [
+            c for c in run_checks(evidence) if stage_of(c) < CALIBRATION_STAGE and stage_of(c) != LOG_STAGE
+        ]
         startup = (evidence.server_info or {}).get("startup_time")
         results.append(checked(
             "sentinel.engine_unchanged", startup == self.state.engine_startup_time, startup,
@@ -178,9 +182,9 @@ class Sentinel:
 
     # --- loop ---------------------------------------------------------------------------------
     def step(self) -> None:
-        engine_log = logs.from_file(self.config.log_file)
-        self.state.engine_phase = current_phase(engine_log.text)
         if self.need_full:
+            # The startup phase matters (and the log is short) only until the engine is verified.
+            self.state.engine_phase = current_phase(logs.from_file(self.config.log_file).text)
             if self.client.status("/health") != 200:
                 state = CLOSED if self.ever_verified else WAITING
                 self.state.set(state, f"engine not healthy (phase: {self.state.engine_phase})")
