@@ -146,19 +146,21 @@ def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> Deploy
         project.compose("down", "--remove-orphans", "-t", "10", check=False)
         if options.target == "spark":
             _wait_for_memory(say)
+    if options.target == "spark":
+        # Host facts first: on the wrong host nothing else matters.
+        model_dir = Path(os.environ.get("SPARKGATE_MODEL_DIR", Path.home() / "models" / Path(loaded.profile.model.path).name))
+        cache_dir = Path(os.environ.get("SPARKGATE_CACHE_DIR", Path.home() / ".cache" / "sparkgate"))
+        findings += preflight.spark_host(model_dir, cache_dir)
     if findings[0].ok:
         findings.append(preflight.images_present(sorted(set(images))))
     findings.append(preflight.port_free(options.bind, options.port))
     findings.append(preflight.api_key(options.bind, options.api_key_file))
-    if options.target == "spark":
-        model_dir = Path(os.environ.get("SPARKGATE_MODEL_DIR", Path.home() / "models" / Path(loaded.profile.model.path).name))
-        cache_dir = Path(os.environ.get("SPARKGATE_CACHE_DIR", Path.home() / ".cache" / "sparkgate"))
-        findings += preflight.spark_host(model_dir, cache_dir)
     for finding in findings:
         say(f"      {finding}")
     failed = [f for f in findings if not f.ok]
     if failed:
-        raise DeployRefused(f"preflight failed: {failed[0].check}: {failed[0].detail}")
+        more = f" (and {len(failed) - 1} more above)" if len(failed) > 1 else ""
+        raise DeployRefused(f"preflight failed: {failed[0].check}: {failed[0].detail}{more}")
     mark("preflight")
 
     say(f"[2/6] render {loaded.source} -> {bundle}")

@@ -32,7 +32,7 @@ def _record(project: docker_cli.Project) -> dict:
 @task(
     help={
         "profile": "profile name or YAML path",
-        "target": "sim (simulator, default where no Spark is present) or spark",
+        "target": "spark (default: the DGX Spark this runs on) or sim (the simulator, where no Spark is present)",
         "port": "gateway port on the bind address (default 18000)",
         "bind": "gateway bind address (default 127.0.0.1; anything else needs --api-key-file)",
         "api_key_file": "file holding the gateway API key",
@@ -47,7 +47,7 @@ def _record(project: docker_cli.Project) -> dict:
         "dry_run": "preflight and show what would be written and started, start nothing",
     }
 )
-def deploy(c, profile, target="sim", port=18000, bind="127.0.0.1", api_key_file=None, project=None, out=None,
+def deploy(c, profile, target="spark", port=18000, bind="127.0.0.1", api_key_file=None, project=None, out=None,
            sim_faults="", sim_admin=False, sim_time_scale=0.05, sim_startup=None, period=5.0, budget=None,
            dry_run=False):
     """Preflight, render, up, wait, prove, admit. Exit 0 only when the gateway admits traffic."""
