@@ -267,14 +267,23 @@ class SimHandler(BaseHTTPRequestHandler):
         shaper = openai_api.Shaper(kind, body.get("model") or self.engine.served_model_name)
         chunks = self.engine.generate(req)
         if not req.stream:
-            self._send(200, shaper.full(_last(chunks)))
+            last = _last(chunks)
+            response = shaper.full(last)
+            sglext = openai_api.spec_tokens_details(body, last.meta_info)
+            if sglext:
+                response["sglext"] = sglext
+            self._send(200, response)
             return
         with _Sse(self) as sse:
             if kind == "chat":
                 sse.event(shaper.first_chat_delta())
             final = None
             for chunk in chunks:
-                sse.event(shaper.delta(chunk))
+                event = shaper.delta(chunk)
+                sglext = openai_api.spec_tokens_details(body, chunk.meta_info)
+                if sglext:  # only the final chunk carries the speculative fields
+                    event["sglext"] = sglext
+                sse.event(event)
                 final = chunk
             if final is not None and openai_api.include_usage(body):
                 sse.event(shaper.usage_chunk(final.meta_info))

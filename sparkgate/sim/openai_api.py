@@ -85,6 +85,20 @@ def usage(meta: dict) -> dict[str, Any]:
     }
 
 
+SPEC_DETAIL_KEYS = (
+    "spec_accept_rate", "spec_accept_length", "spec_num_correct_drafts", "spec_num_proposed_drafts", "spec_verify_ct",
+)
+
+
+def spec_tokens_details(body: dict, meta: dict) -> dict[str, Any] | None:
+    """SGLang's `sglext.spec_tokens_details` (request `return_spec_tokens_details: true`): the same
+    per-request speculative fields /generate puts in meta_info, present only when speculation ran."""
+    if not body.get("return_spec_tokens_details"):
+        return None
+    details = {key: meta[key] for key in SPEC_DETAIL_KEYS if key in meta}
+    return {"spec_tokens_details": details} if details else None
+
+
 class Shaper:
     """Turns engine chunks into one endpoint's response objects (one id/created per request)."""
 

@@ -211,3 +211,17 @@ def test_requests_queue_at_batch_one(start_profile):
     one_request = 0.2 + 29 / 37.81
     assert wall > 1.8 * one_request  # served one after the other, not side by side
     assert max(r["meta_info"]["e2e_latency"] for r in results) > 1.8 * one_request  # queue time counts
+
+
+def test_chat_returns_spec_tokens_details_when_asked(start_profile):
+    sim = start_profile("all-three")
+    body = {"model": "ling-v3-flash-fp4", "messages": [{"role": "user", "content": "add 2 and 3"}],
+            "max_tokens": 40, "temperature": 0, "return_spec_tokens_details": True}
+    answer = sim.post("/v1/chat/completions", body).json()
+    details = answer["sglext"]["spec_tokens_details"]
+    assert details["spec_accept_length"] == answer["usage"]["completion_tokens"] / details["spec_verify_ct"]
+    plain = sim.post("/v1/chat/completions", {**body, "return_spec_tokens_details": False}).json()
+    assert "sglext" not in plain
+    events = [e for _, e in sim.stream("/v1/chat/completions", body) if e != "[DONE]"]
+    carrying = [e for e in events if "sglext" in e]
+    assert len(carrying) == 1 and carrying[0]["choices"][0]["finish_reason"] is not None
