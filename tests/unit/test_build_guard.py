@@ -112,8 +112,11 @@ def _source_tree(root: Path, nextn: str, with_humming: bool) -> Path:
         "sglang/srt/models/__init__.py": "",
         "sglang/srt/models/bailing_moe_nextn.py": nextn,
     }
-    if with_humming:
-        files["humming/__init__.py"] = "KERNELS = 'stand-in'\n"
+    # Without Humming, the stand-in shadows any installed humming-kernels with a module whose import fails,
+    # exactly as a missing or broken install does: the test then never depends on the venv.
+    files["humming/__init__.py"] = (
+        "KERNELS = 'stand-in'\n" if with_humming else "raise ImportError('No module named humming (stand-in)')\n"
+    )
     for name, text in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -139,8 +142,6 @@ def test_patched_tree_passes(tmp_path: Path) -> None:
     ids=["nextn-shares-tensor-only", "no-humming-kernels"],
 )
 def test_each_missing_piece_alone_fails_the_guard(tmp_path: Path, nextn: str, with_humming: bool, missing: str) -> None:
-    if not with_humming and importlib.util.find_spec("humming") is not None:
-        pytest.skip("humming-kernels is installed in this venv; a stand-in tree cannot hide it")
     tree = _source_tree(tmp_path, nextn, with_humming)
     proc = _guard_cli(_env_with(tree))
     assert proc.returncode == EXIT_INVALID

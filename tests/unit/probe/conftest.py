@@ -1,26 +1,19 @@
 """Fixtures for the engagement-probe tests: real sglang==0.5.23 code on the CPU.
 
 The venv needs requirements/sglang-cpu.txt, `pip install --no-deps sglang==0.5.23` and
-`pip install ./probe` (scripts/bootstrap does all three). Without sglang every test module here skips;
-with SPARKGATE_REQUIRE_SGLANG=1 a missing sglang is a collection error instead, so CI cannot pass by
-skipping.
+`pip install ./probe` (scripts/bootstrap does all three). Each test module imports sglang, so a missing
+sglang is a collection error, never a skip.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import os
 
 import pytest
 
 SGLANG_PIN = "0.5.23"
-REQUIRE_ENV = "SPARKGATE_REQUIRE_SGLANG"
 
-if importlib.util.find_spec("sglang") is None and os.environ.get(REQUIRE_ENV) == "1":
-    raise RuntimeError(
-        f"{REQUIRE_ENV}=1 but sglang is not importable: build the venv per requirements/sglang-cpu.txt"
-    )
 if importlib.util.find_spec("sglang") is not None:
     try:
         importlib.metadata.distribution("sparkgate-probe")

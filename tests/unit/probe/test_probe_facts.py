@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 pytestmark = pytest.mark.sglang
-pytest.importorskip("sglang", reason="needs sglang==0.5.23: see requirements/sglang-cpu.txt")
+import sglang  # noqa: E402,F401 - needs sglang==0.5.23 (requirements/sglang-cpu.txt); missing is an error, never a skip
 
 import torch  # noqa: E402
 from sglang.srt.layers.moe.fused_moe_triton.layer import FusedMoE  # noqa: E402

@@ -12,7 +12,7 @@ import pkgutil
 import pytest
 
 pytestmark = pytest.mark.sglang
-pytest.importorskip("sglang", reason="needs sglang==0.5.23: see requirements/sglang-cpu.txt")
+import sglang  # noqa: E402,F401 - needs sglang==0.5.23 (requirements/sglang-cpu.txt); missing is an error, never a skip
 
 from sparkgate_probe import plugin  # noqa: E402
 from sparkgate_probe.plugin import HOOK_TARGETS, attached_hooks  # noqa: E402

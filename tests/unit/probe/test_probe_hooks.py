@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 pytestmark = pytest.mark.sglang
-pytest.importorskip("sglang", reason="needs sglang==0.5.23: see requirements/sglang-cpu.txt")
+import sglang  # noqa: E402,F401 - needs sglang==0.5.23 (requirements/sglang-cpu.txt); missing is an error, never a skip
 
 import msgspec  # noqa: E402
 from sglang.srt.managers.io_struct import GetInternalStateReq, GetInternalStateReqOutput  # noqa: E402

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.sglang
-pytest.importorskip("sglang", reason="needs sglang==0.5.23: see requirements/sglang-cpu.txt")
+import sglang  # noqa: E402,F401 - needs sglang==0.5.23 (requirements/sglang-cpu.txt); missing is an error, never a skip
 
 import sparkgate_probe  # noqa: E402
 
