@@ -151,10 +151,9 @@ def render_files(loaded: LoadedProfile, options: RenderOptions) -> dict[str, str
         f"--target {options.target}` - do not edit"
     )
     time_scale = options.sim_time_scale if options.target == "sim" else 1.0
+    compose = compose_context(loaded, options)
     files = {
-        "compose.yaml": env.get_template(f"compose/{options.target}.yaml.j2").render(
-            header=header, **compose_context(loaded, options)
-        ),
+        "compose.yaml": env.get_template(f"compose/{options.target}.yaml.j2").render(header=header, **compose),
         "engine.env": env.get_template("engine.env.j2").render(
             header=header, env_lines=F.env_lines(loaded.plan.env_map().items())
         ),
@@ -175,7 +174,7 @@ def render_files(loaded: LoadedProfile, options: RenderOptions) -> dict[str, str
         "profile_sha256": _sha256(json.dumps(profile.model_dump(mode="json"), sort_keys=True)),
         "requested": profile.requested(),
         "images": {
-            "engine": compose_context(loaded, options)["engine_image"],
+            "engine": compose["engine_image"],
             "engine_image_key": profile.image,
             "engine_image_pinned": bool(lock.engine_images[profile.image].digest),
         },

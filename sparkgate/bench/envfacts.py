@@ -8,14 +8,12 @@ from the deploy record that `invoke deploy` wrote.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import platform
 import socket
 import subprocess
-import urllib.error
-import urllib.request
 
+from sparkgate.evidence.client import fetch_json
 from sparkgate.paths import repo_root
 
 SERVER_INFO_KEYS = (
@@ -25,24 +23,8 @@ SERVER_INFO_KEYS = (
 )
 
 
-def get_json(url: str, api_key: str | None = None, timeout: float = 10.0) -> tuple[int, dict | None]:
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as response:
-            body = json.loads(response.read() or b"null")
-            return response.status, body if isinstance(body, dict) else None
-    except urllib.error.HTTPError as exc:
-        try:
-            body = json.loads(exc.read() or b"null")
-        except json.JSONDecodeError:
-            body = None
-        return exc.code, body if isinstance(body, dict) else None
-    except (urllib.error.URLError, OSError, json.JSONDecodeError):
-        return 0, None
-
-
 def engine_facts(url: str, api_key: str | None) -> dict:
-    status, info = get_json(url.rstrip("/") + "/server_info", api_key)
+    status, info = fetch_json(url.rstrip("/") + "/server_info", api_key)
     if not info:
         return {"server_info": f"unavailable (HTTP {status})"}
     facts = {key: info.get(key) for key in SERVER_INFO_KEYS if key in info}
@@ -54,7 +36,7 @@ def engine_facts(url: str, api_key: str | None) -> dict:
 
 def gate_facts(url: str, api_key: str | None) -> dict | None:
     """The gate's state and the identity the sentinel verified; None when there is no sparkgate gateway."""
-    status, verdict = get_json(url.rstrip("/") + "/sparkgate/verdict", api_key)
+    status, verdict = fetch_json(url.rstrip("/") + "/sparkgate/verdict", api_key)
     if status != 200 or not verdict or "state" not in verdict:
         return None
     verification = ((verdict.get("full") or {}).get("verification") or {})

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from sparkgate import profiles, render
 from sparkgate.deploy import docker_cli, preflight
+from sparkgate.evidence.client import fetch_json
 from sparkgate.images import load_lock
 from sparkgate.paths import build_dir, repo_root
 from sparkgate.phases import current_phase
@@ -77,20 +75,6 @@ def compose_env(options: DeployOptions) -> dict[str, str]:
     return env
 
 
-def _get_json(url: str, api_key: str | None, timeout: float = 5.0) -> tuple[int, dict | None]:
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        try:
-            return exc.code, json.loads(exc.read() or b"null")
-        except json.JSONDecodeError:
-            return exc.code, None
-    except (urllib.error.URLError, OSError, json.JSONDecodeError):
-        return 0, None
-
-
 def run_smoke(url: str, model: str, api_key_file: str | None) -> subprocess.CompletedProcess:
     env = {**os.environ, "SPARKGATE_SMOKE_URL": url, "SPARKGATE_SMOKE_MODEL": model}
     if api_key_file:
@@ -98,21 +82,6 @@ def run_smoke(url: str, model: str, api_key_file: str | None) -> subprocess.Comp
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "smoke",
             str(repo_root() / "tests" / "smoke")]
     return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=repo_root(), timeout=300)
-
-
-def _with_env(env: dict[str, str]):
-    """Compose reads ${SPARKGATE_*} from the process environment."""
-    previous = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    return previous
-
-
-def _restore(previous: dict[str, str | None]) -> None:
-    for key, value in previous.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
 
 
 def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> DeployResult:
@@ -125,7 +94,7 @@ def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> Deploy
     loaded = profiles.load(options.profile)  # ProfileError propagates: one line, nothing started
     name = loaded.profile.name
     project = docker_cli.Project(options.project or f"sparkgate-{name}",
-                                 (options.out or build_dir() / name) / "compose.yaml")
+                                 (options.out or build_dir() / name) / "compose.yaml", compose_env(options))
     bundle = project.compose_file.parent
     render_options = render.RenderOptions(
         target=options.target, sim_time_scale=options.sim_time_scale, recheck_period_s=options.recheck_period_s,
@@ -172,15 +141,11 @@ def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> Deploy
     render.render(loaded, render_options, bundle)
     mark("render")
 
-    previous = _with_env(compose_env(options))
-    try:
-        say(f"[3/6] compose up (project {project.name}); the gateway starts closed")
-        project.compose("down", "--remove-orphans", "-t", "5", check=False)
-        project.compose("up", "-d", "--no-build")
-        mark("up")
-        result = _wait_and_prove(options, project, loaded, url, started, timings, say)
-    finally:
-        _restore(previous)
+    say(f"[3/6] compose up (project {project.name}); the gateway starts closed")
+    project.compose("down", "--remove-orphans", "-t", "5", check=False)
+    project.compose("up", "-d", "--no-build")
+    mark("up")
+    result = _wait_and_prove(options, project, loaded, url, started, timings, say)
     result.record = _write_record(options, project, bundle, images, result)
     return result
 
@@ -213,7 +178,7 @@ def _wait_and_prove(options, project, loaded, url, started, timings, say) -> Dep
         health = (engine_state.get("Health") or {}).get("Status")
         if health == "healthy" and "engine_healthy" not in timings:
             timings["engine_healthy"] = round(elapsed, 2)
-        status, verdict = _get_json(f"{url}/sparkgate/verdict", api_key)
+        status, verdict = fetch_json(f"{url}/sparkgate/verdict", api_key)
         gate = (verdict or {}).get("state")
         if gate != last_gate and gate is not None:
             say(f"      {elapsed:6.1f}s gate: {gate} ({(verdict or {}).get('reason')})")
@@ -228,10 +193,10 @@ def _wait_and_prove(options, project, loaded, url, started, timings, say) -> Dep
         return _refused(options, project, url, timings, say, f"no verdict within {budget:.0f}s", verdict)
 
     say("[5/6] sentinel verdict: PASS (verification + testinfra + smoke against the engine)")
-    _print_verdict(verdict, say)
+    print_verdict(verdict, say)
     # The gateway follows the verdict within its poll and health-check interval (about a second).
     follow_deadline = time.monotonic() + 15
-    while _get_json(f"{url}/v1/models", api_key)[0] != 200:
+    while fetch_json(f"{url}/v1/models", api_key)[0] != 200:
         if time.monotonic() > follow_deadline:
             return _refused(options, project, url, timings, say, "the gateway did not follow the open verdict", verdict)
         time.sleep(0.25)
@@ -247,7 +212,7 @@ def _wait_and_prove(options, project, loaded, url, started, timings, say) -> Dep
     return DeployResult(True, project.name, project.compose_file.parent, url, "admitted", verdict, timings)
 
 
-def _print_verdict(verdict: dict | None, say) -> None:
+def print_verdict(verdict: dict | None, say) -> None:
     full = (verdict or {}).get("full") or {}
     checks = (full.get("verification") or {}).get("checks", [])
     for check in checks:
@@ -268,7 +233,7 @@ def _refused(options, project, url, timings, say, reason, verdict) -> DeployResu
     else:
         project.compose("stop", "-t", "10", "engine", check=False)
         say(f"REFUSED: {reason}. The engine was stopped and the gate stays closed; nothing was admitted.")
-    _print_verdict(verdict, say)
+    print_verdict(verdict, say)
     full = (verdict or {}).get("full") or {}
     for check in (full.get("verification") or {}).get("checks", []):
         if not check["passed"]:
@@ -305,6 +270,3 @@ def down(project: docker_cli.Project, volumes: bool = False) -> None:
     argv = ["down", "--remove-orphans", "-t", "10"] + (["--volumes"] if volumes else [])
     project.compose(*argv)
 
-
-def docker_available() -> bool:
-    return shutil.which("docker") is not None

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -20,8 +21,10 @@ def docker_binary() -> str:
     return path
 
 
-def run(argv: list[str], *, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-    completed = subprocess.run([docker_binary(), *argv], capture_output=True, text=True, timeout=timeout)
+def run(argv: list[str], *, check: bool = True, timeout: float = 600,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    completed = subprocess.run([docker_binary(), *argv], capture_output=True, text=True, timeout=timeout,
+                               env={**os.environ, **env} if env else None)
     if check and completed.returncode != 0:
         raise DockerError(f"docker {' '.join(argv[:3])} failed: {(completed.stderr or completed.stdout).strip()[-400:]}")
     return completed
@@ -31,9 +34,12 @@ def run(argv: list[str], *, check: bool = True, timeout: float = 600) -> subproc
 class Project:
     name: str
     compose_file: Path
+    # Values for the compose file's ${SPARKGATE_*} interpolation (gateway port, bind, API key file).
+    env: dict[str, str] = field(default_factory=dict)
 
     def compose(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-        return run(["compose", "-p", self.name, "-f", str(self.compose_file), *args], check=check, timeout=timeout)
+        argv = ["compose", "-p", self.name, "-f", str(self.compose_file), *args]
+        return run(argv, check=check, timeout=timeout, env=self.env)
 
     def container(self, service: str) -> str | None:
         out = run(["ps", "-aq", "--filter", f"label=com.docker.compose.project={self.name}",
@@ -60,4 +66,4 @@ class Project:
 
 def image_id(reference: str) -> str | None:
     result = run(["image", "inspect", "--format", "{{.Id}}", reference], check=False)
-    return result.stdout.strip() or None if result.returncode == 0 else None
+    return (result.stdout.strip() or None) if result.returncode == 0 else None

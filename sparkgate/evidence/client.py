@@ -117,3 +117,21 @@ def _sse_lines(response) -> Iterator[tuple[float, bytes]]:
     """Read the stream, stamping each line with its arrival time (read errors propagate)."""
     for raw in response:
         yield time.monotonic(), raw
+
+
+def fetch_json(url: str, api_key: str | None = None, timeout: float = 5.0) -> tuple[int, dict | None]:
+    """(HTTP status, JSON object or None) of GET url, without raising: 0 when nothing answered. For
+    polling and reporting, where an error answer is information too (the gateway's closed-gate 503)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as response:
+            body = json.loads(response.read() or b"null")
+            return response.status, body if isinstance(body, dict) else None
+    except urllib.error.HTTPError as exc:
+        try:
+            body = json.loads(exc.read() or b"null")
+        except json.JSONDecodeError:
+            body = None
+        return exc.code, body if isinstance(body, dict) else None
+    except (urllib.error.URLError, OSError, json.JSONDecodeError):
+        return 0, None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sparkgate.evidence import metrics as metrics_mod
-from sparkgate.evidence.gather import MISSING, Evidence, shown
+from sparkgate.evidence.gather import Evidence, shown
 from sparkgate.evidence.results import CheckResult, checked, failed
 
 CUDA_GRAPH_METRIC = "sglang:cuda_graph_passes_total"
@@ -176,7 +176,3 @@ def run(ev: Evidence) -> list[CheckResult]:
     results += cuda_graph(ev)
     results += speed(ev)
     return results
-
-
-def absent(value) -> bool:
-    return value is MISSING

@@ -41,7 +41,7 @@ class Evidence:
         return report if isinstance(report, dict) else None
 
     def server_arg(self, name: str) -> Any:
-        return (self.server_info or {}).get(name, _MISSING)
+        return (self.server_info or {}).get(name, MISSING)
 
     def requested(self, key: str) -> bool:
         return key in self.expectations.get("requested", [])
@@ -52,8 +52,8 @@ class _Missing:
         return "<absent>"
 
 
-_MISSING = _Missing()
-MISSING = _MISSING
+# A server_info key that is absent (distinct from a present null/False).
+MISSING = _Missing()
 
 
 def shown(value: Any) -> Any:

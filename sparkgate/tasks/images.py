@@ -25,6 +25,7 @@ from pathlib import Path
 
 from invoke import Collection, Exit, Program, task
 
+from sparkgate.deploy import docker_cli
 from sparkgate.images import load_lock
 from sparkgate.paths import repo_root
 
@@ -85,8 +86,7 @@ def _require_docker() -> None:
 
 
 def _image_exists(tag: str) -> bool:
-    probe = subprocess.run(["docker", "image", "inspect", tag], capture_output=True, check=False)
-    return probe.returncode == 0
+    return docker_cli.image_id(tag) is not None
 
 
 def _image_size_mb(tag: str) -> int:
@@ -257,14 +257,18 @@ def _stage_sim_context(c, context: Path, manifest: dict) -> None:
     )
     shutil.rmtree(source)
     (wheels_dir / "requirements.txt").write_text(manifest["install"] + "\n")
-    bundle = context / "bundle"
-    bundle.mkdir()
-    for name in RUNTIME_DATA:
+    _copy_from_checkout(RUNTIME_DATA, context / "bundle")
+
+
+def _copy_from_checkout(names: tuple[str, ...], destination: Path) -> None:
+    """Files and directories of the checkout into a build context (without caches)."""
+    destination.mkdir(parents=True, exist_ok=True)
+    for name in names:
         path = _root() / name
         if path.is_dir():
-            shutil.copytree(path, bundle / name, ignore=_IGNORE)
+            shutil.copytree(path, destination / name, ignore=_IGNORE)
         else:
-            shutil.copy2(path, bundle / name)
+            shutil.copy2(path, destination / name)
 
 
 def sim_build_argv(tag: str, context: Path, no_cache: bool = False) -> list[str]:
@@ -369,13 +373,7 @@ def spark(c, allow_unpinned=False, max_jobs=4, dry_run=False):
     _require_docker()
     if context.exists():
         shutil.rmtree(context)
-    context.mkdir(parents=True)
-    for name in SPARK_CONTEXT:
-        path = _root() / name
-        if path.is_dir():
-            shutil.copytree(path, context / name, ignore=_IGNORE)
-        else:
-            shutil.copy2(path, context / name)
+    _copy_from_checkout(SPARK_CONTEXT, context)
     _run(c, argv, f"building {lock.engine_images['spark-fork'].tag}")
 
 

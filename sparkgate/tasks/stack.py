@@ -14,6 +14,7 @@ from sparkgate import profiles
 from sparkgate.deploy import deploy as deploy_mod
 from sparkgate.bench.floor import FloorError
 from sparkgate.deploy import docker_cli
+from sparkgate.evidence.client import fetch_json
 from sparkgate.paths import build_dir, repo_root
 from sparkgate.problems import ProfileError
 
@@ -83,13 +84,13 @@ def status(c, profile, project=None, out=None, api_key_file=None):
     record = _record(stack)
     url = record.get("gateway_url") or f"http://127.0.0.1:{os.environ.get('SPARKGATE_GATEWAY_PORT', 18000)}"
     api_key = Path(api_key_file).read_text().strip() if api_key_file else None
-    code, verdict = deploy_mod._get_json(f"{url}/sparkgate/verdict", api_key)
+    code, verdict = fetch_json(f"{url}/sparkgate/verdict", api_key)
     if verdict is None:
         print(f"gate: unknown (gateway {url} answered {code})")
         return
     print(f"gate: {verdict['state']} - {verdict['reason']} (full verifications {verdict['full_runs']}, "
           f"re-checks {verdict['rechecks']})")
-    deploy_mod._print_verdict(verdict, print)
+    deploy_mod.print_verdict(verdict, print)
 
 
 @task(help={"profile": "profile name", "service": "engine, sentinel or gateway", "tail": "lines", "project": "compose project", "out": "bundle directory"})

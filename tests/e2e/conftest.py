@@ -77,23 +77,20 @@ class Stack:
 
     def engine_stats(self) -> dict:
         """The simulator's own request counters, read inside the engine container (docker exec)."""
-        container = self.project.container("engine")
-        code = ("import urllib.request,sys;"
-                "sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:30000/admin/stats').read().decode())")
-        out = subprocess.run(["docker", "exec", container, "python3", "-c", code], capture_output=True, text=True,
-                             timeout=30, check=True).stdout
-        return json.loads(out)
+        return self._engine_http("GET", "/admin/stats")
 
     def engine_admin(self, path: str, body: dict | None = None) -> dict:
-        container = self.project.container("engine")
-        payload = json.dumps(body) if body is not None else ""
-        code = ("import urllib.request,sys;"
-                f"r=urllib.request.Request('http://127.0.0.1:30000{path}',data={payload!r}.encode() or None,"
-                "headers={'Content-Type':'application/json'},method='POST');"
+        return self._engine_http("POST", path, body)
+
+    def _engine_http(self, method: str, path: str, body: dict | None = None) -> dict:
+        """One request to the unpublished engine, made from inside its own container."""
+        payload = json.dumps(body).encode() if body is not None else None
+        code = ("import sys, urllib.request;"
+                f"r = urllib.request.Request('http://127.0.0.1:30000{path}', data={payload!r}, method={method!r},"
+                " headers={'Content-Type': 'application/json'});"
                 "sys.stdout.write(urllib.request.urlopen(r).read().decode())")
-        out = subprocess.run(["docker", "exec", container, "python3", "-c", code], capture_output=True, text=True,
-                             timeout=30, check=True).stdout
-        return json.loads(out)
+        argv = ["docker", "exec", self.project.container("engine"), "python3", "-c", code]
+        return json.loads(subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout)
 
 
 @pytest.fixture
@@ -115,7 +112,7 @@ def deploy_stack(request, tmp_path):
             result = deploy_mod.deploy(options, say=lines.append)
         finally:
             print("\n".join(lines))  # shown by pytest on failure: the deploy's own progress and verdict
-        stack = Stack(result, docker_cli.Project(name, options.out / "compose.yaml"), port)
+        stack = Stack(result, docker_cli.Project(name, options.out / "compose.yaml", deploy_mod.compose_env(options)), port)
         stacks.append(stack)
         return stack
 

@@ -173,12 +173,8 @@ def test_gateway_never_admits_before_the_verdict(tmp_path):
     options = render.RenderOptions(target="sim", sim_time_scale=E2E_SCALE, sim_startup_s=150.0,
                                    recheck_period_s=E2E_PERIOD_S, sim_admin=True)
     bundle = render.render(profiles.load("all-three"), options, tmp_path / name)
-    project = docker_cli.Project(name, bundle / "compose.yaml")
-    env = {**os.environ, "SPARKGATE_GATEWAY_PORT": str(port)}
-
-    def compose(*args):
-        subprocess.run(["docker", "compose", "-p", name, "-f", str(project.compose_file), *args], env=env,
-                       check=True, capture_output=True, timeout=120)
+    project = docker_cli.Project(name, bundle / "compose.yaml", {"SPARKGATE_GATEWAY_PORT": str(port)})
+    compose = project.compose
 
     from tests.e2e.conftest import Stack
 
