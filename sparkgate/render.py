@@ -1,23 +1,20 @@
 """Render a validated profile into build/<profile>/: compose.yaml, engine.env, argv.json,
 expectations.json and manifest.json. Decisions are made here; templates only substitute.
 
-Writes are atomic (a temp directory renamed into place) and deterministic (no timestamps), so a
-re-render is byte-identical and a failed render leaves the previous bundle untouched.
+Writes are atomic (a staged directory swapped into place, see sparkgate.atomic) and deterministic (no
+timestamps), so a re-render is byte-identical and a failed render leaves the previous bundle untouched.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from sparkgate import expectations
+from sparkgate import atomic, expectations
 from sparkgate import sglang_flags as F
 from sparkgate.images import load_lock
 from sparkgate.paths import build_dir, templates_dir
@@ -185,40 +182,20 @@ def render_files(loaded: LoadedProfile, options: RenderOptions) -> dict[str, str
     return files
 
 
-def write_atomically(directory: Path, files: dict[str, str]) -> None:
-    """Replace `directory` with exactly `files`, never leaving a half-written bundle behind."""
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    try:
-        for name, text in files.items():
-            (staging / name).write_text(text, encoding="utf-8")
-        if directory.exists():
-            retired = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old.", dir=directory.parent))
-            os.rename(directory, retired / directory.name)
-            os.rename(staging, directory)
-            shutil.rmtree(retired, ignore_errors=True)
-        else:
-            os.rename(staging, directory)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+def write_atomically(directory: Path, files: dict[str, str], keep_retired: bool = False) -> Path | None:
+    """Replace `directory` with exactly `files`; the path never goes missing (see sparkgate.atomic)."""
+    return atomic.replace_directory(directory, files, keep_retired=keep_retired)
 
 
-def write_file_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+write_file_atomically = atomic.write_text_atomically
 
 
-def render(loaded: LoadedProfile, options: RenderOptions, out: Path | None = None) -> Path:
+def render(loaded: LoadedProfile, options: RenderOptions, out: Path | None = None,
+           keep_retired: bool = False) -> Path:
+    """Render into `out` atomically. With `keep_retired`, the previous bundle stays next to it (as
+    `.<name>.old.*`) for a stack that still bind-mounts it; `deploy` removes it after `compose down`."""
     out = out or build_dir() / loaded.profile.name
-    write_atomically(out, render_files(loaded, options))
+    write_atomically(out, render_files(loaded, options), keep_retired=keep_retired)
     return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sparkgate import atomic
 from sparkgate.bench.published import BROKEN_DRAFT, PUBLISHED
 from sparkgate.bench.report import REGRESSION, Comparison
 
@@ -57,9 +58,9 @@ def render_png(comparison: Comparison, path: Path) -> Path:
     fig.suptitle(f"sparkgate bench: {base.summary.get('workload', {}).get('description', '')} "
                  f"[{base.summary.get('environment', {}).get('target')}]", fontsize=9)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(temp)
-    plt.close(fig)
-    temp.replace(path)
+    try:
+        with atomic.replacing(path) as temp:  # a unique temp name: concurrent compares cannot collide
+            fig.savefig(temp, format="png")
+    finally:
+        plt.close(fig)
     return path

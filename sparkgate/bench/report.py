@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sparkgate import atomic
 from sparkgate.bench import runs, stats
 from sparkgate.bench.published import BROKEN_DRAFT, PUBLISHED
 
@@ -248,9 +249,7 @@ def write(comparison: Comparison, out_dir: Path | None = None, png: bool = True)
     out_dir.mkdir(parents=True, exist_ok=True)
     text = render(comparison)
     runs.write_json_atomic(out_dir / "compare.json", comparison.as_dict())
-    temp = out_dir / ".compare.txt.tmp"
-    temp.write_text(text)
-    temp.replace(out_dir / "compare.txt")
+    atomic.write_text_atomically(out_dir / "compare.txt", text)
     if png:
         from sparkgate.bench import plot
 

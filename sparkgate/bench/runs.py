@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparkgate import atomic
 from sparkgate.paths import build_dir
 
 SUMMARY = "summary.json"
@@ -32,18 +32,7 @@ def bench_root() -> Path:
 
 
 def write_json_atomic(path: Path, value) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(value, handle, indent=1, sort_keys=False, default=str)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    atomic.write_text_atomically(path, json.dumps(value, indent=1, sort_keys=False, default=str) + "\n")
 
 
 def new_run_id(profile: str, workload: str, root: Path) -> str:

@@ -112,6 +112,7 @@ def roofline(c, profile, config=None, bandwidth=273.0, accept_length=None, conte
     import json
 
     from sparkgate import profiles
+    from sparkgate.atomic import write_text_atomically
     from sparkgate.bench import roofline as roof
     from sparkgate.bench.published import PUBLISHED
     from sparkgate.bench.run import roofline_for
@@ -145,8 +146,8 @@ def roofline(c, profile, config=None, bandwidth=273.0, accept_length=None, conte
             print(f"  {what} {value:.2f} tok/s = {value / line.bound_tok_s:.0%} of the bound, "
                   f"{value / line.estimate_tok_s:.0%} of the estimate")
     if json_out:
-        Path(json_out).write_text(json.dumps({"profile": loaded.profile.name, "config": source, **line.as_dict()},
-                                             indent=1) + "\n")
+        write_text_atomically(Path(json_out), json.dumps({"profile": loaded.profile.name, "config": source,
+                                                          **line.as_dict()}, indent=1) + "\n")
 
 
 ns = Collection(bench, compare, roofline)

@@ -1,0 +1,144 @@
+"""Atomic writes: a reader never sees a missing bundle directory or a half-written file."""
+
+from __future__ import annotations
+
+import errno
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from sparkgate import atomic
+
+SWAPS = 300
+
+# A separate process, so the reader runs truly concurrently with the writer (no shared GIL): it polls the
+# bundle path and reads its file as fast as it can, and reports what it saw.
+READER = textwrap.dedent("""
+    import json, os, sys
+    bundle, stop = sys.argv[1], sys.argv[2]
+    seen = missing = torn = 0
+    versions = set()
+    while not os.path.exists(stop):
+        if not os.path.isdir(bundle):
+            missing += 1
+            continue
+        try:
+            with open(os.path.join(bundle, "payload.txt")) as handle:
+                text = handle.read()
+        except FileNotFoundError:
+            missing += 1
+            continue
+        lines = set(text.splitlines())
+        if len(lines) != 1 or len(text) != 4000 * (len(next(iter(lines))) + 1):
+            torn += 1
+        else:
+            versions.add(next(iter(lines)))
+        seen += 1
+    print(json.dumps({"seen": seen, "missing": missing, "torn": torn, "versions": len(versions)}))
+""")
+
+
+def _payload(version: int) -> dict[str, str]:
+    return {"payload.txt": f"v{version:04d}\n" * 4000, "argv.json": json.dumps([version]) + "\n"}
+
+
+def _run_reader_during(swap, path: Path, tmp_path: Path) -> dict:
+    stop = tmp_path / "stop"
+    reader = subprocess.Popen([sys.executable, "-c", READER, str(path), str(stop)], stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.3)  # the reader is polling before the first swap
+        for version in range(1, SWAPS + 1):
+            swap(version)
+    finally:
+        stop.touch()
+        out, _ = reader.communicate(timeout=30)
+    return json.loads(out)
+
+
+def test_directory_never_missing_nor_half_written_during_many_swaps(tmp_path):
+    bundle = tmp_path / "bundle"
+    atomic.replace_directory(bundle, _payload(0))
+    seen = _run_reader_during(lambda v: atomic.replace_directory(bundle, _payload(v)), bundle, tmp_path)
+    assert seen["seen"] > SWAPS, f"the reader barely ran ({seen}); the test proves nothing"
+    assert seen["versions"] > 1, f"the reader never saw a swap happen ({seen})"
+    assert seen["missing"] == 0 and seen["torn"] == 0, seen
+    assert json.loads((bundle / "argv.json").read_text()) == [SWAPS]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "stop"], "retired copies left behind"
+
+
+def test_file_never_missing_nor_half_written_during_many_rewrites(tmp_path):
+    directory = tmp_path / "dir"
+    atomic.write_text_atomically(directory / "payload.txt", _payload(0)["payload.txt"])
+    seen = _run_reader_during(
+        lambda v: atomic.write_text_atomically(directory / "payload.txt", _payload(v)["payload.txt"]), directory, tmp_path
+    )
+    assert seen["seen"] > SWAPS and seen["versions"] > 1, seen
+    assert seen["missing"] == 0 and seen["torn"] == 0, seen
+    assert [p.name for p in directory.iterdir()] == ["payload.txt"], "temp files left behind"
+    assert oct((directory / "payload.txt").stat().st_mode)[-3:] == "644"
+
+
+def test_keep_retired_preserves_the_old_directory_for_its_mounts(tmp_path):
+    bundle = tmp_path / "bundle"
+    atomic.replace_directory(bundle, _payload(1))
+    inode = bundle.stat().st_ino
+    retired = atomic.replace_directory(bundle, _payload(2), keep_retired=True)
+    assert retired is not None and atomic.retired_directories(bundle) == [retired]
+    # The old directory object itself (what a bind mount holds) still has the old files.
+    (old,) = [p for p in retired.iterdir()]
+    assert old.stat().st_ino == inode and (old / "payload.txt").read_text() == _payload(1)["payload.txt"]
+    assert (bundle / "payload.txt").read_text() == _payload(2)["payload.txt"]
+    assert bundle.stat().st_ino != inode
+
+
+def test_exchange_refused_by_the_filesystem_falls_back_to_two_renames(tmp_path, monkeypatch):
+    bundle = tmp_path / "bundle"
+    atomic.replace_directory(bundle, _payload(1))
+
+    def refuse(a, b):
+        raise OSError(errno.EINVAL, "not supported here")
+
+    monkeypatch.setattr(atomic, "exchange", refuse)
+    assert atomic.replace_directory(bundle, _payload(2)) is None
+    assert (bundle / "payload.txt").read_text() == _payload(2)["payload.txt"]
+    assert [p.name for p in tmp_path.iterdir()] == ["bundle"]
+
+
+def test_other_exchange_errors_propagate_and_leave_the_bundle(tmp_path, monkeypatch):
+    bundle = tmp_path / "bundle"
+    atomic.replace_directory(bundle, _payload(1))
+
+    def deny(a, b):
+        raise OSError(errno.EACCES, "permission denied")
+
+    monkeypatch.setattr(atomic, "exchange", deny)
+    with pytest.raises(PermissionError):
+        atomic.replace_directory(bundle, _payload(2))
+    assert (bundle / "payload.txt").read_text() == _payload(1)["payload.txt"]
+    assert [p.name for p in tmp_path.iterdir()] == ["bundle"], "staging left behind"
+
+
+def test_exchange_swaps_two_directories(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "x").write_text("from a")
+    atomic.exchange(a, b)
+    assert (b / "x").read_text() == "from a" and not (a / "x").exists()
+    with pytest.raises(FileNotFoundError):
+        atomic.exchange(a, tmp_path / "missing")
+
+
+def test_replacing_removes_the_temp_file_on_failure(tmp_path):
+    target = tmp_path / "out.png"
+    target.write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic.replacing(target) as temp:
+            temp.write_text("half")
+            raise RuntimeError("plot failed")
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["out.png"]
