@@ -26,12 +26,18 @@ EXIT_REFUSED = 78  # EX_CONFIG
 
 
 def conflicting_lm_head(argv: Sequence[str], environ: Mapping[str, str]) -> str | None:
-    """A one-line refusal if the FP8-head env and the fp32 flag meet, else None."""
-    fp8 = sorted(
-        f"{name}={value}"
-        for name, value in environ.items()
-        if F.canonical_env_name(name) == F.FP8_LM_HEAD_ENV and F.env_is_true(value)
-    )
+    """A one-line refusal if the FP8-head env and the fp32 flag meet, else None.
+
+    The env counts exactly when SGLang would read it as true: after its SGL_* -> SGLANG_* rewrite (the
+    legacy name wins) and through EnvBool (`on` is invalid there, so SGLang keeps the False default).
+    """
+    effective = F.sglang_environ(environ).get(F.FP8_LM_HEAD_ENV)
+    fp8 = []
+    if effective is not None and F.env_is_true(effective):
+        fp8 = sorted(f"{name}={value}" for name, value in environ.items()
+                     if F.canonical_env_name(name) == F.FP8_LM_HEAD_ENV)
+        if fp8 != [f"{F.FP8_LM_HEAD_ENV}={effective}"]:
+            fp8.append(f"which SGLang reads as {F.FP8_LM_HEAD_ENV}={effective}")
     fp32 = []
     for token in argv:
         if token.startswith("--"):

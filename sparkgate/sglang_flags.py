@@ -49,12 +49,38 @@ HUMMING_CACHE_DIR_ENV = "HUMMING_CACHE_DIR"
 LEGACY_ENV_PREFIX = "SGL_"
 ENV_PREFIX = "SGLANG_"
 
-# SGLang's EnvBool reads these (case-insensitive) as true.
-_TRUE_STRINGS = {"1", "true", "yes", "y", "on"}
+# SGLang's EnvBool (sglang/srt/environ.py) lower-cases the raw value, without stripping, and accepts exactly
+# these; anything else ("on", " 1", "") is invalid: SGLang warns and uses the variable's default.
+_TRUE_STRINGS = frozenset({"true", "1", "yes", "y"})
+_FALSE_STRINGS = frozenset({"false", "0", "no", "n"})
+
+
+def env_bool(value: str) -> bool | None:
+    """How SGLang's EnvBool reads `value`: True, False, or None when it rejects it (and uses the default)."""
+    lowered = value.lower()
+    if lowered in _TRUE_STRINGS:
+        return True
+    if lowered in _FALSE_STRINGS:
+        return False
+    return None
 
 
 def env_is_true(value: str) -> bool:
-    return value.strip().lower() in _TRUE_STRINGS
+    """True exactly when SGLang reads `value` as true (an invalid value falls back to a False default)."""
+    return env_bool(value) is True
+
+
+def sglang_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment SGLang actually reads, after its import-time SGL_* -> SGLANG_* rewrite.
+
+    environ._handle_deprecated_envs walks os.environ in order and, for every SGL_X, *sets*
+    SGLANG_X = value: a legacy name overwrites the canonical one (SGL_X=0 beats SGLANG_X=1).
+    """
+    effective = dict(environ)
+    for key, value in environ.items():
+        if key.startswith(LEGACY_ENV_PREFIX):
+            effective[ENV_PREFIX + key[len(LEGACY_ENV_PREFIX):]] = value
+    return effective
 
 
 def canonical_env_name(name: str) -> str:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 from sparkgate import engine_entrypoint
+from sparkgate import sglang_flags as F
 
 
 @pytest.mark.parametrize(
@@ -18,6 +17,17 @@ from sparkgate import engine_entrypoint
         (["--enable-fp32-lm-head"], {"SGLANG_ENABLE_FP8_LM_HEAD": "0"}, False),
         (["--port", "30000"], {"SGLANG_ENABLE_FP8_LM_HEAD": "1"}, False),
         (["--enable-fp32-lm-head"], {}, False),
+        # SGLang's EnvBool: only true/1/yes/y (any case) are true; `on` is invalid and keeps the False default.
+        (["--enable-fp32-lm-head"], {"SGLANG_ENABLE_FP8_LM_HEAD": "TRUE"}, True),
+        (["--enable-fp32-lm-head"], {"SGLANG_ENABLE_FP8_LM_HEAD": "Y"}, True),
+        (["--enable-fp32-lm-head"], {"SGLANG_ENABLE_FP8_LM_HEAD": "on"}, False),
+        (["--enable-fp32-lm-head"], {"SGLANG_ENABLE_FP8_LM_HEAD": " 1"}, False),
+        (["--enable-fp32-lm-head"], {"SGLANG_ENABLE_FP8_LM_HEAD": ""}, False),
+        # The SGL_ -> SGLANG_ rewrite at import overwrites the canonical name: the legacy value wins.
+        (["--enable-fp32-lm-head"], {"SGLANG_ENABLE_FP8_LM_HEAD": "1", "SGL_ENABLE_FP8_LM_HEAD": "0"}, False),
+        (["--enable-fp32-lm-head"], {"SGL_ENABLE_FP8_LM_HEAD": "0", "SGLANG_ENABLE_FP8_LM_HEAD": "1"}, False),
+        (["--enable-fp32-lm-head"], {"SGLANG_ENABLE_FP8_LM_HEAD": "0", "SGL_ENABLE_FP8_LM_HEAD": "y"}, True),
+        (["--enable-fp32-lm-head"], {"SGLANG_ENABLE_FP8_LM_HEAD": "1", "SGL_ENABLE_FP8_LM_HEAD": "on"}, False),
     ],
 )
 def test_conflict_detection(argv, environ, refused):
@@ -38,7 +48,69 @@ def test_run_refuses_before_launching(monkeypatch, capsys, tmp_path):
     assert not (tmp_path / "engine.log").exists()
 
 
-def test_run_supervises_and_copies_log(monkeypatch, tmp_path):
+def test_refusal_names_what_sglang_reads():
+    message = engine_entrypoint.conflicting_lm_head(
+        ["--enable-fp32-lm-head"], {"SGLANG_ENABLE_FP8_LM_HEAD": "0", "SGL_ENABLE_FP8_LM_HEAD": "yes"})
+    assert "SGL_ENABLE_FP8_LM_HEAD=yes" in message and "SGLang reads as SGLANG_ENABLE_FP8_LM_HEAD=yes" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("1", True), ("true", True), ("TRUE", True), ("Yes", True), ("y", True), ("Y", True),
+     ("0", False), ("false", False), ("No", False), ("n", False),
+     ("on", None), ("off", None), ("", None), (" 1", None), ("1 ", None), ("2", None), ("enabled", None)],
+)
+def test_env_bool_matches_sglang(value, expected):
+    assert F.env_bool(value) is expected
+    assert F.env_is_true(value) is (expected is True)
+
+
+@pytest.mark.sglang
+def test_env_bool_agrees_with_sglangs_own_envbool(monkeypatch):
+    """The installed SGLang's EnvBool, read through a real descriptor, decides the same for every value."""
+    import warnings
+
+    from sglang.srt.environ import EnvBool
+
+    flag = EnvBool(False)
+    flag.name = "SPARKGATE_TEST_FLAG"  # what __set_name__ does inside class Envs (closed after import)
+
+    for value in ["1", "TRUE", "yes", "Y", "0", "False", "no", "N", "on", "off", "", " 1", "2"]:
+        monkeypatch.setenv("SPARKGATE_TEST_FLAG", value)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            read = flag.get()
+        ours = F.env_bool(value)
+        assert read is (ours if ours is not None else False), value
+        assert bool(caught) is (ours is None), f"SGLang warns exactly for invalid values ({value!r})"
+
+
+@pytest.mark.sglang
+def test_sglang_environ_models_the_import_time_rewrite(monkeypatch):
+    """Same answer as SGLang's own _handle_deprecated_envs on a real os.environ."""
+    import warnings
+
+    from sglang.srt import environ as sglang_environ_module
+
+    cases = [
+        {"SGLANG_ENABLE_FP8_LM_HEAD": "1", "SGL_ENABLE_FP8_LM_HEAD": "0"},
+        {"SGL_ENABLE_FP8_LM_HEAD": "true"},
+        {"SGLANG_ENABLE_FP8_LM_HEAD": "y"},
+    ]
+    for case in cases:
+        for name in ("SGLANG_ENABLE_FP8_LM_HEAD", "SGL_ENABLE_FP8_LM_HEAD"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in case.items():
+            monkeypatch.setenv(name, value)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sglang_environ_module._handle_deprecated_envs()
+        assert F.sglang_environ(case)["SGLANG_ENABLE_FP8_LM_HEAD"] == sglang_environ_module.os.environ[
+            "SGLANG_ENABLE_FP8_LM_HEAD"], case
+
+
+def test_run_supervises_and_copies_log(monkeypatch, tmp_path, capfd):
     monkeypatch.delenv("SGLANG_ENABLE_FP8_LM_HEAD", raising=False)
     monkeypatch.setitem(engine_entrypoint.LAUNCHERS, "sim", ["-c", "import sys; print('fired up'); sys.exit(3)"])
     log = tmp_path / "logs" / "engine.log"
@@ -48,4 +120,5 @@ def test_run_supervises_and_copies_log(monkeypatch, tmp_path):
     assert code == 3
     assert log.read_text() == "fired up\n"
     assert (log.parent / "engine.log.1").read_text() == "previous run\n"
-    assert sys.executable
+    # The child's output is also forwarded to the container's stdout (what `docker logs` shows).
+    assert capfd.readouterr().out == "fired up\n"
