@@ -1,0 +1,96 @@
+"""SGLang 0.5.23's own strings (log lines, metric names, endpoint fields, class names, hook targets), read
+from one package-data fixture that tests/unit/test_sglang_conformance.py checks against SGLang's source.
+
+Both the gate and the simulator take SGLang's strings from here, never from each other: their agreement
+then means agreement with SGLang, not with a shared typo. Imports nothing else from sparkgate, so the
+simulator can use it without touching the checker.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from functools import lru_cache
+from importlib import resources
+
+SGLANG_VERSION = "0.5.23"
+FIXTURE = f"sglang-conformance-{SGLANG_VERSION}.json"
+SECTIONS = (
+    "log_formats", "strings", "server_args", "metrics", "classes", "dtypes", "env", "attributes", "hook_targets",
+    "fork_only",
+)
+
+
+@lru_cache(maxsize=1)
+def fixture() -> dict:
+    text = resources.files("sparkgate.data").joinpath(FIXTURE).read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def entry(section: str, key: str) -> dict:
+    try:
+        return fixture()[section][key]
+    except KeyError:
+        raise KeyError(f"{FIXTURE} has no {section}.{key}") from None
+
+
+def text(section: str, key: str) -> str:
+    return entry(section, key)["text"]
+
+
+def log_format(key: str) -> str:
+    """SGLang's log format, with str.format holes where SGLang substitutes values."""
+    return text("log_formats", key)
+
+
+def log_line(key: str, **values: object) -> str:
+    """A log line as SGLang renders it (the simulator writes these)."""
+    return log_format(key).format(**values)
+
+
+def log_pattern(key: str, **pinned: str) -> re.Pattern[str]:
+    """A regex matching every rendering of a log format; holes named in `pinned` must hold that value,
+    the others match anything on the line."""
+    parts = []
+    for literal, field, _spec, _conversion in string.Formatter().parse(log_format(key)):
+        parts.append(re.escape(literal))
+        if field is not None:
+            parts.append(re.escape(pinned[field]) if field in pinned else ".*?")
+    return re.compile("".join(parts))
+
+
+def string_(key: str) -> str:
+    return text("strings", key)
+
+
+def metric(key: str) -> str:
+    return text("metrics", key)
+
+
+def class_name(key: str) -> str:
+    return text("classes", key)
+
+
+def dtype(key: str) -> str:
+    return text("dtypes", key)
+
+
+def env(key: str) -> str:
+    return text("env", key)
+
+
+def server_arg(key: str) -> str:
+    return text("server_args", key)
+
+
+def hook_target(key: str) -> str:
+    return text("hook_targets", key)
+
+
+def fork_only(key: str) -> str:
+    return text("fork_only", key)
+
+
+def fork_only_of_kind(kind: str) -> tuple[str, ...]:
+    return tuple(e["text"] for e in fixture()["fork_only"].values() if e["kind"] == kind)
