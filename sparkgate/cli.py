@@ -88,7 +88,7 @@ def cmd_top_level(args: argparse.Namespace) -> int:
 def cmd_manifest(args: argparse.Namespace) -> int:
     from importlib import resources
 
-    from sparkgate import sglang_cli
+    from sparkgate import sglang_cli, sglang_env
 
     manifest = sglang_cli.generate_manifest()
     if manifest["sglang_version"] != sglang_cli.SGLANG_VERSION:
@@ -98,8 +98,13 @@ def cmd_manifest(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_INVALID
-    path = Path(str(resources.files("sparkgate.data").joinpath(sglang_cli.MANIFEST_RESOURCE)))
-    return _sync(path, sglang_cli.manifest_text(manifest), args.check, "SGLang CLI manifest", "invoke manifest")
+    data = resources.files("sparkgate.data")
+    cli_path = Path(str(data.joinpath(sglang_cli.MANIFEST_RESOURCE)))
+    cli_status = _sync(cli_path, sglang_cli.manifest_text(manifest), args.check, "SGLang CLI manifest", "invoke manifest")
+    env_path = Path(str(data.joinpath(sglang_env.MANIFEST_RESOURCE)))
+    env_status = _sync(env_path, sglang_env.manifest_text(sglang_env.generate_manifest()), args.check,
+                       "SGLang env manifest", "invoke manifest")
+    return cli_status or env_status
 
 
 def cmd_parse_with_sglang(args: argparse.Namespace) -> int:
@@ -229,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, func, help_text in (
         ("schema", cmd_schema, "write schema/profile.schema.json"),
         ("render-top-level", cmd_top_level, "write the committed compose.yaml (all-three, spark)"),
-        ("manifest", cmd_manifest, "regenerate the SGLang CLI manifest from the installed sglang"),
+        ("manifest", cmd_manifest, "regenerate the SGLang CLI and env manifests from the installed sglang"),
     ):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--check", action="store_true", help="fail if the committed file is stale")

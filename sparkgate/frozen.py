@@ -1,7 +1,47 @@
-"""Base class for every validated input: unknown keys are errors, values never change after load."""
+"""Base class for every validated input: unknown keys are errors, values never change after load, and no
+string anywhere carries a control or invisible formatting character."""
 
-from pydantic import BaseModel, ConfigDict
+from __future__ import annotations
+
+import unicodedata
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+# Cc: C0/C1 controls (newline, tab, NUL, ESC...); Cf: invisible formatting (bidi overrides, zero-width);
+# Zl/Zp: U+2028/U+2029, which YAML and some terminals treat as line breaks. None belongs in a profile, and
+# each can smuggle a second line into an env file, a log or a terminal, or make displayed text lie.
+_FORBIDDEN_CATEGORIES = {"Cc", "Cf", "Zl", "Zp"}
+
+
+def control_characters(text: str) -> list[str]:
+    """The offending characters of `text`, spelled U+XXXX, in order of appearance (empty when clean)."""
+    return [f"U+{ord(c):04X}" for c in text if unicodedata.category(c) in _FORBIDDEN_CATEGORIES]
+
+
+def _strings(value: Any, where: str = "") -> list[tuple[str, str]]:
+    """(where, text) for every string in a field value; `where` names the entry inside a list or mapping."""
+    if isinstance(value, str):
+        return [(where, value)]
+    if isinstance(value, dict):
+        return [s for key, item in value.items()
+                for s in (*_strings(key, f"{where}key {key!r}"), *_strings(item, f"{where}[{key!r}]"))]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [s for index, item in enumerate(value) for s in _strings(item, f"{where}[{index}]")]
+    return []
 
 
 class Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_control_characters(cls, value: Any) -> Any:
+        for where, text in _strings(value):
+            found = control_characters(text)
+            if found:
+                raise ValueError(
+                    f"{where + ' ' if where else ''}contains control or invisible formatting characters "
+                    f"({', '.join(dict.fromkeys(found))}); write plain single-line text"
+                )
+        return value

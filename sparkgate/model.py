@@ -10,6 +10,7 @@ from sparkgate.frozen import Frozen
 from sparkgate.optimizations import fp8_lm_head as fp8_opt
 from sparkgate.optimizations import humming as humming_opt
 from sparkgate.optimizations import mtp as mtp_opt
+from sparkgate.safe_types import ClassName, ContainerPath, ServedName
 
 PositiveInt = Annotated[int, Field(gt=0)]
 
@@ -17,9 +18,9 @@ PositiveInt = Annotated[int, Field(gt=0)]
 class ModelSource(Frozen):
     """The checkpoint, as the engine sees it inside the container."""
 
-    path: str = Field("/models/Ling-3.0-flash-fp4", description="Checkpoint directory inside the engine container")
-    served_name: str = Field("ling-v3-flash-fp4", description="Name clients use in the OpenAI `model` field")
-    architecture: str = Field("BailingMoeV3ForCausalLM", description="Target model class the engine must load")
+    path: ContainerPath = Field("/models/Ling-3.0-flash-fp4", description="Checkpoint directory inside the engine container")
+    served_name: ServedName = Field("ling-v3-flash-fp4", description="Name clients use in the OpenAI `model` field")
+    architecture: ClassName = Field("BailingMoeV3ForCausalLM", description="Target model class the engine must load")
 
 
 class SGLangArgs(Frozen):
@@ -51,11 +52,15 @@ class SGLangArgs(Frozen):
     disable_flashinfer_autotune: bool = False
     mem_fraction_static: Annotated[float, Field(gt=0.0, lt=1.0)] | None = None
     fp8_gemm_backend: str | None = None
-    moe_runner_backend: str | None = Field(None, description="MoE runner when Humming is not requested")
+    moe_runner_backend: str | None = Field(
+        None, description="MoE runner when Humming is not requested (optimizations.humming owns it otherwise)"
+    )
     flashinfer_mxfp4_moe_precision: Literal["default", "bf16", "fp8"] | None = None
     disable_shared_experts_fusion: bool = False
     enable_fp32_lm_head: bool = Field(False, description="FP32 logits; mutually exclusive with the FP8 LM head")
-    extra_args: tuple[str, ...] = Field((), description="SGLang flags the schema does not model (same rules apply)")
+    extra_args: tuple[str, ...] = Field(
+        (), description="SGLang flags the schema does not model; only flags on sparkgate's allow-list (docs/profiles.md)"
+    )
 
 
 class Optimizations(Frozen):

@@ -168,6 +168,8 @@ def _validation_problems(exc: ValidationError, origins: dict[Path_, str], defaul
             fix = "remove it (unknown key; schema/profile.schema.json lists the allowed keys)"
         elif kind == "missing":
             fix = "add it"
+        elif "control or invisible formatting characters" in error["msg"]:
+            fix = "write plain single-line text (no newlines, tabs, escapes or invisible characters)"
         else:
             fix = "see schema/profile.schema.json for the allowed values"
         message = error["msg"]

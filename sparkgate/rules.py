@@ -3,12 +3,27 @@
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+
+from sparkgate import sglang_env
 from sparkgate import sglang_flags as F
 from sparkgate.context import RuleContext
 from sparkgate.launch import GATE_ENV, GATE_ORIGIN, modelled_flags
+from sparkgate.model import SGLangArgs
 from sparkgate.optimizations import REGISTRY
 from sparkgate.problems import Problem
-from sparkgate.sglang_cli import strict_problems
+from sparkgate.sglang_cli import SGLANG_VERSION, strict_problems
+
+# The least the gate accepts (docs/gate.md "Floors"); profiles may only raise them.
+GATE_MINIMUMS = {
+    "calibration_prompts": 3,
+    "calibration_max_new_tokens": 128,
+    "min_accept_length": 2.0,
+    "baseline_decode_tok_s": 37.81,  # published Spark baseline, GSM8K (ly01325 baseline summary)
+}
+# Container directories a profile-chosen mount may not cover.
+RESERVED_MOUNTS = ("/proc", "/sys", "/dev", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/run",
+                   "/var/log/sparkgate", "/bundle", "/models", "/opt")
 
 
 def _argv_problems(ctx: RuleContext) -> list[Problem]:
@@ -49,40 +64,170 @@ def _duplicate_problems(ctx: RuleContext) -> list[Problem]:
     return problems
 
 
-def _env_problems(ctx: RuleContext) -> list[Problem]:
+def _owned_env(ctx: RuleContext) -> dict[str, str]:
+    """Canonical env name -> who sets it (the gate, or an optimization whether enabled or not)."""
     owned = {name: GATE_ORIGIN for name in GATE_ENV}
     for key, module in REGISTRY.items():
         owned.update({name: f"optimizations.{key}" for name in module.OWNED_ENV})
+    return owned
+
+
+def _env_entry_problem(ctx: RuleContext, entry, owned: dict[str, str], known: dict[str, str]) -> Problem | None:
+    name, canonical = entry.name, entry.canonical
+    owner = owned.get(canonical)
+    if owner is not None:
+        # Whatever the value: "0" would switch the optimization off unseen, "1" would bypass its rules, and
+        # SGLang's SGL_ -> SGLANG_ rewrite at import overwrites the rendered value.
+        spelled = f" (SGLang reads {name} as {canonical})" if name != canonical else ""
+        if owner == GATE_ORIGIN:
+            return ctx.problem([entry.field], f"{canonical} is set by sparkgate so the gate can read its evidence"
+                               f"{spelled}", "remove it from env:")
+        return ctx.problem([entry.field], f"{canonical} is managed by {owner}{spelled}; a profile may not set it, "
+                           "whatever the value", f"remove it from env: and configure {owner} instead")
+    if name.startswith(F.LEGACY_ENV_PREFIX) and name != canonical:
+        return ctx.problem([entry.field], f"SGLang rewrites {name} to {canonical} at import and overwrites "
+                           f"{canonical} with it", f"write it as {canonical}")
+    for prefix, why in F.ENV_REFUSED_PREFIXES.items():
+        if name.startswith(prefix):
+            return ctx.problem([entry.field], f"{name}: {prefix}* variables are refused: {why}", "remove it from env:")
+    if name in F.ENV_REFUSED_NAMES:
+        return ctx.problem([entry.field], f"{name} is refused: {F.ENV_REFUSED_NAMES[name]}", "remove it from env:")
+    if name in F.ENV_REFUSAL_REASONS:
+        return ctx.problem([entry.field], f"{name} is refused: it {F.ENV_REFUSAL_REASONS[name]}",
+                           "remove it from env: (docs/profiles.md lists what a profile may set)")
+    declared_name = name in known
+    if name.startswith(F.ENV_PREFIX) and not declared_name:
+        close = sglang_env.suggestions(name, known)
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        return ctx.problem(
+            [entry.field],
+            f"{name} is not declared by SGLang {SGLANG_VERSION} in image {ctx.profile.image!r}, which would ignore "
+            "it without a word",
+            f"{hint}remove it, or use a name from sparkgate/data/{sglang_env.MANIFEST_RESOURCE}",
+        )
+    if not declared_name:
+        return None  # read by another library (CUDA, NCCL, Humming, FlashInfer...), not by SGLang
+    note = sglang_env.deprecation_note(name)
+    if note is not None:
+        return ctx.problem([entry.field], f"{name} is deprecated in SGLang {SGLANG_VERSION}: {note}".rstrip(": "),
+                           "remove it")
+    if sglang_env.is_secret(name):
+        return ctx.problem([entry.field], f"{name} holds a secret, which would be written into the bundle",
+                           "do not put secrets in a profile")
+    why = sglang_env.value_problem(known[name], entry.value)
+    if why:
+        return ctx.problem([entry.field], f"{why}; SGLang would warn and use its default", "give a value SGLang parses")
+    return None
+
+
+def _env_problems(ctx: RuleContext) -> list[Problem]:
+    owned = _owned_env(ctx)
+    known = sglang_env.declared(ctx.image.capabilities.declared_env)
     problems = []
     seen: dict[str, str] = {}
     for entry in ctx.plan.env:
-        owner = owned.get(entry.canonical)
-        if entry.field.startswith("env.") and owner is not None:
-            if entry.canonical in _CONFLICT_CHECKED_ENV:
-                continue  # the owning optimization's rule gives the specific message
-            why = "set by sparkgate so the gate can read its evidence" if owner == GATE_ORIGIN else f"managed by {owner}"
-            problems.append(
-                ctx.problem(
-                    [entry.field],
-                    f"{entry.canonical} is {why}",
-                    "remove it from env:" + ("" if owner == GATE_ORIGIN else f" and configure {owner} instead"),
-                )
-            )
+        if not entry.field.startswith("env."):
             continue
-        if entry.canonical in seen and seen[entry.canonical] != entry.field:
-            problems.append(
-                ctx.problem(
-                    [entry.field, seen[entry.canonical]],
-                    f"{entry.canonical} is set twice (SGLang reads {F.LEGACY_ENV_PREFIX}* as {F.ENV_PREFIX}*)",
-                    "keep one of them",
-                )
-            )
+        problem = _env_entry_problem(ctx, entry, owned, known)
+        if problem is not None:
+            problems.append(problem)
+            continue
+        if entry.canonical in seen:
+            problems.append(ctx.problem([entry.field, seen[entry.canonical]],
+                                        f"{entry.canonical} is set twice", "keep one of them"))
         seen.setdefault(entry.canonical, entry.field)
     return problems
 
 
-# Handled by the owning optimization's own rule, which gives a more specific message.
-_CONFLICT_CHECKED_ENV = {F.FP8_LM_HEAD_ENV}
+def _owned_field_problems(ctx: RuleContext) -> list[Problem]:
+    """A modelled sglang field an optimization sets may not say something else: the optimization's value
+    would silently win (and the user would believe their own setting ran)."""
+    problems = []
+    for key, module in REGISTRY.items():
+        for flag, value in module.flags(ctx.profile).items():
+            field = flag[2:].replace("-", "_")
+            if field not in SGLangArgs.model_fields:
+                continue
+            user = getattr(ctx.profile.sglang, field)
+            if user is None or F.dict2args({flag: user}) == F.dict2args({flag: value}):
+                continue
+            problems.append(ctx.problem(
+                [f"sglang.{field}", f"optimizations.{key}"],
+                f"optimizations.{key} sets {flag} {value}, but sglang.{field} says {user!r}",
+                f"remove sglang.{field} (write `{field}: null` to clear an inherited value)",
+            ))
+    return problems
+
+
+def _extra_args_policy_problems(ctx: RuleContext, already: set[str]) -> list[Problem]:
+    problems = []
+    for occurrence in ctx.plan.options:
+        option = occurrence.option
+        if not occurrence.field.startswith("sglang.extra_args") or option is None:
+            continue
+        if option in F.EXTRA_ARGS_ALLOWED or any(occurrence.field in f for f in already):
+            continue
+        reason = F.EXTRA_ARGS_REFUSAL_REASONS.get(option)
+        reason = f"is refused: it {reason}" if reason else (
+            "is not on sparkgate's extra_args allow-list: it may change what is loaded or run, and no check "
+            "would notice")
+        problems.append(ctx.problem(
+            [occurrence.field],
+            f"{option} {reason}",
+            "remove it; extra_args takes only the flags listed in docs/profiles.md (logging, timeouts, scheduling)",
+        ))
+    return problems
+
+
+def _gate_floor_problems(ctx: RuleContext) -> list[Problem]:
+    """A profile may tighten the gate, never loosen it below the documented minimums (docs/gate.md)."""
+    gate = ctx.profile.gate
+    problems = []
+    floors = [
+        ("gate.calibration.prompts", gate.calibration.prompts, GATE_MINIMUMS["calibration_prompts"],
+         "fewer fixed prompts make one lucky request enough"),
+        ("gate.calibration.max_new_tokens", gate.calibration.max_new_tokens, GATE_MINIMUMS["calibration_max_new_tokens"],
+         "a short budget makes the accept length meaningless (2 tokens in 1 verify step read as 2.0 whatever the draft does)"),
+    ]
+    if ctx.profile.optimizations.mtp.enabled:
+        floors.append(("optimizations.mtp.min_accept_length", ctx.profile.optimizations.mtp.min_accept_length,
+                       GATE_MINIMUMS["min_accept_length"], "a healthy NEXTN draft accepts about 2.7; a broken one 1.00"))
+    for field, value, minimum, why in floors:
+        if value < minimum:
+            problems.append(ctx.problem([field], f"{value} is below the gate's minimum {minimum}: {why}",
+                                        f"set {field} to {minimum} or more (a profile may only tighten the gate)"))
+    baseline = gate.baseline_decode_tok_s
+    minimum = GATE_MINIMUMS["baseline_decode_tok_s"]
+    if baseline is None or baseline < minimum:
+        problems.append(ctx.problem(
+            ["gate.baseline_decode_tok_s"],
+            f"{'unset' if baseline is None else baseline} is below the published Spark baseline {minimum} tok/s, "
+            "which would let a stacked profile slower than the baseline through",
+            f"set it to {minimum} or more; on a slower host record a measured floor instead "
+            "(`invoke bench --profile baseline --record-floor`), which the gate uses in its place",
+        ))
+    return problems
+
+
+def _path_problems(ctx: RuleContext) -> list[Problem]:
+    problems = []
+    humming = ctx.profile.optimizations.humming
+    root = PurePosixPath(humming.cache_dir).parent
+    if len(root.parts) < 3 or any(root == PurePosixPath(r) or PurePosixPath(r) in root.parents for r in RESERVED_MOUNTS):
+        problems.append(ctx.problem(
+            ["optimizations.humming.cache_dir"],
+            f"its parent {root} is mounted from the host kernel cache, and {root} is not a place a mount may go",
+            "use a directory at least two levels below / outside system paths, e.g. /root/.humming/cache",
+        ))
+    draft = ctx.profile.optimizations.mtp.draft_model_path
+    if draft is not None and draft != ctx.profile.model.path:
+        problems.append(ctx.problem(
+            ["optimizations.mtp.draft_model_path", "model.path"],
+            f"NEXTN's draft is the checkpoint's own layer in {ctx.profile.model.path}; {draft} would load another "
+            "model that is neither mounted nor what the gate checks",
+            "remove optimizations.mtp.draft_model_path",
+        ))
+    return problems
 
 
 def _batch_problems(ctx: RuleContext) -> list[Problem]:
@@ -136,9 +281,14 @@ def check(ctx: RuleContext) -> list[Problem]:
         problems.extend(module.rules(ctx))
     problems.extend(_argv_problems(ctx))
     problems.extend(_duplicate_problems(ctx))
+    problems.extend(_owned_field_problems(ctx))
     problems.extend(_env_problems(ctx))
     problems.extend(_batch_problems(ctx))
     problems.extend(_cuda_graph_problems(ctx))
+    problems.extend(_gate_floor_problems(ctx))
+    problems.extend(_path_problems(ctx))
+    # Last: a flag another rule already refused needs no second "not on the allow-list" line.
+    problems.extend(_extra_args_policy_problems(ctx, {field for p in problems for field in p.fields}))
     unique: dict[str, Problem] = {}
     for problem in problems:
         unique.setdefault(str(problem), problem)

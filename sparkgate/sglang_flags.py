@@ -124,3 +124,87 @@ def _scalar(value: object) -> str:
 
 def env_lines(env: Iterable[tuple[str, str]]) -> list[str]:
     return [f"{key}={value}" for key, value in env]
+
+
+# --- extra_args policy: an allow-list -------------------------------------------------------------
+# `sglang.extra_args` takes only flags listed here. SGLang 0.5.23 has ~530 flags and each release adds
+# more; most change what is loaded (load format, weight loaders, model overrides), what runs (quantization,
+# kernels, CUDA-graph config, draft backends) or carry secrets, and a new one is unknown to every rule.
+# A deny-list would admit tomorrow's such flag silently; an allow-list fails closed. Each entry only shapes
+# logging, observability, timeouts or scheduling order at batch 1, none of which the evidence depends on.
+EXTRA_ARGS_ALLOWED: dict[str, str] = {
+    "--log-level-http": "HTTP access-log verbosity",
+    "--log-requests": "logs request metadata",
+    "--log-requests-level": "how much of each request is logged",
+    "--log-requests-format": "request log format",
+    "--show-time-cost": "logs per-stage timings",
+    "--enable-cache-report": "reports cached prompt tokens in usage",
+    "--enable-request-time-stats-logging": "logs per-request timing stats",
+    "--decode-log-interval": "how often the 'Decode batch' line and spec gauges update",
+    "--uvicorn-access-log-exclude-prefixes": "silences access-log lines",
+    "--bucket-time-to-first-token": "Prometheus histogram buckets",
+    "--bucket-inter-token-latency": "Prometheus histogram buckets",
+    "--bucket-e2e-request-latency": "Prometheus histogram buckets",
+    "--prompt-tokens-buckets": "Prometheus histogram buckets",
+    "--generation-tokens-buckets": "Prometheus histogram buckets",
+    "--watchdog-timeout": "how long a stuck forward pass may take before SGLang aborts",
+    "--soft-watchdog-timeout": "when SGLang warns about a slow forward pass",
+    "--stream-interval": "tokens per streamed chunk",
+    "--schedule-policy": "queue order (batch 1 runs one request at a time anyway)",
+    "--schedule-conservativeness": "admission headroom of the scheduler",
+    "--max-queued-requests": "queue length before SGLang answers 503",
+    "--gc-warning-threshold-secs": "warns about long garbage-collection pauses",
+}
+
+# Why some refused flags are refused, for a more useful message than "not on the allow-list".
+EXTRA_ARGS_REFUSAL_REASONS: dict[str, str] = {
+    API_KEY: "carries a secret, which would be written into argv.json and compose.yaml; "
+    "give the key file at deploy time (`invoke deploy --api-key-file FILE`) and the gateway enforces it",
+    "--admin-api-key": "carries a secret; sparkgate generates the engine's admin key at start and only the "
+    "sentinel holds it",
+    "--ssl-keyfile-password": "carries a secret",
+    "--load-format": "changes what is loaded (e.g. `dummy` skips the weights) while every check could still pass",
+    "--json-model-override-args": "rewrites the model config the checkpoint ships",
+    "--cuda-graph-config": "a JSON config that overrides the modelled batch-1 CUDA-graph settings",
+    "--speculative-moe-runner-backend": "gives the draft its own MoE backend, unchecked by the gate",
+    "--speculative-draft-model-quantization": "gives the draft its own quantization, unchecked by the gate",
+    "--speculative-draft-load-format": "changes how the draft is loaded",
+    "--enable-multi-layer-eagle": "switches to a multi-layer EAGLE worker with its own init_lm_head, which the "
+    "probe does not hook",
+    QUANTIZATION: "overrides the checkpoint's quantization, which decides which MoE method Humming can take",
+    "--kv-cache-dtype": "changes the KV-cache precision the published figures were measured with",
+    "--skip-server-warmup": "skips the warmup forward in which Humming proves it ran",
+    "--log-level": "can hide the startup log lines the gate reads as evidence",
+    "--config": "loads more flags from a file no rule sees",
+}
+
+
+# --- environment a profile may not set ------------------------------------------------------------
+# Declared by SGLang, but each changes what is loaded, which code runs or which routes exist, and no check
+# would notice. (Variables an optimization or the gate sets are refused separately, whatever their value.)
+ENV_REFUSAL_REASONS: dict[str, str] = {
+    "SGLANG_HTTP_SERVER_APP_PATH": "replaces the HTTP app, so routes the gateway and sentinel rely on can change",
+    "SGLANG_PLATFORM": "selects platform plugins, which decide which general plugins (the probe) load",
+    "SGLANG_EXTERNAL_MODEL_PACKAGE": "loads model classes from another package",
+    "SGLANG_EXTERNAL_MM_MODEL_ARCH": "loads a model class from another package",
+    "SGLANG_DISABLED_MODEL_ARCHS": "changes which model classes may load",
+    "SGLANG_USE_MODELSCOPE": "fetches weights from ModelScope instead of the mounted checkpoint",
+    "SGLANG_HUMMING_ONLINE_QUANT_CONFIG": "re-quantizes the weights Humming runs on",
+    "SGLANG_HUMMING_INPUT_QUANT_CONFIG": "changes the activation quantization Humming runs with",
+    "SGLANG_CPU_QUANTIZATION": "changes the quantization of what is loaded",
+    "SGLANG_INT4_WEIGHT": "changes the quantization of what is loaded",
+    "SGLANG_QUANT_ALLOW_DOWNCASTING": "lets SGLang downcast weights silently",
+    "SGLANG_DSPARK_FP32_LM_HEAD": "changes the LM head's precision outside optimizations.fp8_lm_head",
+    "SGLANG_ROCM_OPT_DSPARK_FP8_LM_HEAD": "changes the LM head's precision outside optimizations.fp8_lm_head",
+}
+# Not SGLang's, but read by the loader or the interpreter before SGLang starts: they change which code runs.
+ENV_REFUSED_PREFIXES: dict[str, str] = {
+    "LD_": "changes which shared libraries the engine loads",
+    "PYTHON": "changes which Python code the engine imports or runs",
+    "SPARKGATE_": "reserved for sparkgate's own settings",
+}
+ENV_REFUSED_NAMES: dict[str, str] = {
+    "PATH": "changes which programs the engine runs",
+    "CUDA_VISIBLE_DEVICES": "changes which GPU the engine sees (set by the container runtime)",
+    "NVIDIA_VISIBLE_DEVICES": "changes which GPU the container runtime exposes",
+}

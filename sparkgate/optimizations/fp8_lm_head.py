@@ -58,15 +58,7 @@ def rules(ctx: RuleContext) -> list[Problem]:
                 )
             )
     enabled = ctx.profile.optimizations.fp8_lm_head.enabled
-    if not enabled:
-        for field in fp8_fields:
-            problems.append(
-                ctx.problem(
-                    [field],
-                    f"sets {ENV} outside optimizations.fp8_lm_head, so the gate would never check it engaged",
-                    "set optimizations.fp8_lm_head.enabled: true and remove this variable",
-                )
-            )
+    # A profile's own env: entry for the variable is refused by the env rules (owned, whatever the value).
     if enabled and ENV not in ctx.image.capabilities.declared_env:
         problems.append(
             ctx.problem(

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Literal
 
 from sparkgate import sglang_flags as F
 from sparkgate.frozen import Frozen
+from sparkgate.safe_types import ContainerPath
 
 if TYPE_CHECKING:
     from sparkgate.context import RuleContext
@@ -27,7 +28,8 @@ OWNED_ENV = (F.HUMMING_COMPILER_ENV, F.HUMMING_CACHE_DIR_ENV)
 class Settings(Frozen):
     enabled: bool = False
     compiler: Literal["nvrtc", "nvcc"] = "nvrtc"
-    cache_dir: str = "/root/.humming/cache"  # persisted by a named volume: kernels compile per shape
+    # Persisted (its parent directory is mounted from the host cache): kernels compile per shape.
+    cache_dir: ContainerPath = "/root/.humming/cache"
 
 
 def flags(profile: Profile) -> dict[str, object]:

@@ -9,6 +9,7 @@ from pydantic import Field
 from sparkgate import fork
 from sparkgate import sglang_flags as F
 from sparkgate.frozen import Frozen
+from sparkgate.safe_types import ContainerPath
 
 if TYPE_CHECKING:
     from sparkgate.context import RuleContext
@@ -29,7 +30,9 @@ class Settings(Frozen):
     num_steps: Annotated[int, Field(ge=1)] = 3
     eagle_topk: Annotated[int, Field(ge=1)] = 1
     num_draft_tokens: Annotated[int, Field(ge=2)] = 4
-    draft_model_path: str | None = Field(None, description="Defaults to model.path (the NEXTN layer ships in it)")
+    draft_model_path: ContainerPath | None = Field(
+        None, description="Defaults to model.path, where the NEXTN layer ships; any other path is refused"
+    )
     min_accept_length: Annotated[float, Field(gt=1.0)] = Field(
         2.0, description="Gate floor for the measured accept length; a broken draft reads 1.00"
     )

@@ -35,31 +35,28 @@ def test_fp32_in_any_spelling_conflicts_with_fp8_head(tmp_path, fp32_spelling):
     assert conflict[0].startswith(ref)
 
 
+@pytest.mark.parametrize("base", ["baseline", "all-three"])
 @pytest.mark.parametrize(
     ("name", "value"),
     [
         ("SGLANG_ENABLE_FP8_LM_HEAD", "1"),
-        ("SGLANG_ENABLE_FP8_LM_HEAD", "True"),
-        ("SGLANG_ENABLE_FP8_LM_HEAD", "yes"),
-        ("SGL_ENABLE_FP8_LM_HEAD", "on"),
+        ("SGLANG_ENABLE_FP8_LM_HEAD", "0"),  # would switch the head off unseen on all-three
+        ("SGLANG_ENABLE_FP8_LM_HEAD", "on"),
+        ("SGL_ENABLE_FP8_LM_HEAD", "0"),  # SGLang's SGL_ rewrite overwrites the rendered SGLANG_ value
+        ("SGL_ENABLE_FP8_LM_HEAD", "1"),
     ],
 )
-def test_fp8_env_in_any_spelling_conflicts_with_fp32(tmp_path, name, value):
-    ref = write(tmp_path, "user", f"extends: [baseline]\nenv:\n  {name}: {value!r}\n")
+def test_fp8_env_is_owned_in_any_spelling_and_value(tmp_path, base, name, value):
+    ref = write(tmp_path, "user", f"extends: [{base}]\nenv:\n  {name}: {value!r}\n")
     message = refusal(ref)
-    assert f"env.{name}" in message and "sglang.enable_fp32_lm_head" in message
-    assert "mutually exclusive" in message
+    assert f"env.{name}" in message
+    assert "managed by optimizations.fp8_lm_head" in message and "whatever the value" in message
 
 
-def test_false_fp8_env_is_not_a_conflict_but_still_owned(tmp_path):
-    ref = write(tmp_path, "user", "extends: [baseline]\nenv:\n  SGLANG_ENABLE_FP8_LM_HEAD: '0'\n")
-    # A false value does not turn the head on, so there is no conflict to report.
-    assert profiles.load(ref).profile.requested() == []
-
-
-def test_duplicate_env_via_legacy_prefix(tmp_path):
-    ref = write(tmp_path, "user", "extends: [baseline]\nenv:\n  SGLANG_FOO: '1'\n  SGL_FOO: '2'\n")
-    assert "SGLANG_FOO is set twice" in refusal(ref)
+def test_legacy_prefix_is_refused_with_its_rewrite(tmp_path):
+    ref = write(tmp_path, "user", "extends: [baseline]\nenv:\n  SGL_LOG_GC: '1'\n")
+    message = refusal(ref)
+    assert "SGLang rewrites SGL_LOG_GC to SGLANG_LOG_GC" in message and "write it as SGLANG_LOG_GC" in message
 
 
 def test_stock_image_refuses_fp8_head_alone(tmp_path):
