@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -48,6 +50,12 @@ print(json.dumps(out))
 '''
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def transitions_to_open(verdict: dict) -> float | None:
     moves = verdict.get("transitions", [])
     start = next((m["at"] for m in moves if m["to"] == "verifying"), None)
@@ -67,9 +75,9 @@ def main() -> int:
     latency = None
     with tempfile.TemporaryDirectory() as scratch:
         for index in range(args.deploys):
-            project = f"sparkgate-bench-{index}"
+            project = f"sparkgate-bench-{os.getpid()}-{index}"
             options = deploy_mod.DeployOptions(
-                profile="all-three", target="sim", project=project, out=Path(scratch) / project, port=18190 + index,
+                profile="all-three", target="sim", project=project, out=Path(scratch) / project, port=free_port(),
                 sim_time_scale=args.time_scale, sim_startup_s=60.0, recheck_period_s=1.0, post_smoke=False,
             )
             stack = docker_cli.Project(project, options.out / "compose.yaml")

@@ -1,7 +1,7 @@
 """Gateway container entrypoint: decide API-key enforcement from the mounted secret, then run HAProxy.
 
-The key never appears in rendered files or logs: it arrives as a compose secret (a file) and is turned
-into HAProxy's pattern file in a tmpfs-backed /run directory at start.
+The key never appears in rendered files, argv or logs: it arrives as a compose secret (a file) and is
+turned into HAProxy's pattern file on the container's tmpfs /run/sparkgate, created 0600.
 """
 
 from __future__ import annotations
@@ -10,13 +10,16 @@ import os
 import sys
 from pathlib import Path
 
+from sparkgate.secret_files import SecretFileError, require_tmpfs, write_secret
+
 SECRET = Path("/run/secrets/sparkgate_api_key")
 AUTHORIZED = Path("/run/sparkgate/authorized.lst")
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
-def prepare(secret: Path, authorized: Path, bind: str) -> tuple[bool, str | None]:
-    """(require_key, refusal). Exposing the gateway beyond loopback without a key is refused."""
+def prepare(secret: Path, authorized: Path, bind: str, mountinfo: str | None = None) -> tuple[bool, str | None]:
+    """(require_key, refusal). Exposing the gateway beyond loopback without a key is refused, and so is a
+    pattern file that would not be on tmpfs."""
     key = secret.read_text().strip() if secret.is_file() else ""
     if not key:
         if bind not in LOOPBACK:
@@ -25,11 +28,13 @@ def prepare(secret: Path, authorized: Path, bind: str) -> tuple[bool, str | None
                 "file and set SPARKGATE_API_KEY_FILE=/path/to/file (or bind 127.0.0.1)"
             )
         return False, None
-    authorized.parent.mkdir(parents=True, exist_ok=True)
-    temp = authorized.with_suffix(".tmp")
-    temp.write_text(f"Bearer {key}\n")
-    os.chmod(temp, 0o600)
-    os.replace(temp, authorized)
+    if any(ch in key for ch in "\r\n"):
+        return False, "sparkgate gateway: the API key file holds more than one line. Fix: one key, one line"
+    try:
+        require_tmpfs(authorized.parent, mountinfo)
+        write_secret(authorized, f"Bearer {key}\n")
+    except (SecretFileError, OSError) as exc:
+        return False, str(exc) if isinstance(exc, SecretFileError) else f"sparkgate gateway: {authorized}: {exc.strerror}"
     return True, None
 
 

@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from sparkgate import atomic, expectations
+from sparkgate import atomic, expectations, gateway_routes
 from sparkgate import sglang_flags as F
 from sparkgate.images import load_lock
 from sparkgate.paths import build_dir, templates_dir
@@ -100,6 +100,7 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions) -> dict:
         ],
         "gateway_command": ["sparkgate", "gateway", "--config", "/bundle/haproxy.cfg"],
         "gateway_image": lock.local_images["gateway"],
+        "gateway_secret_tmpfs": "/run/sparkgate:mode=0700,size=64k,noexec,nosuid,nodev",
         "gateway_publish": (
             "${SPARKGATE_GATEWAY_BIND:-127.0.0.1}:${SPARKGATE_GATEWAY_PORT:-"
             f"{DEFAULT_GATEWAY_PORT}}}:{GATEWAY_CONTAINER_PORT}"
@@ -126,14 +127,16 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions) -> dict:
 def gateway_context(loaded: LoadedProfile, options: RenderOptions) -> dict:
     return {
         "gateway_port": GATEWAY_CONTAINER_PORT,
-        "engine_host": "engine",
-        "engine_port": loaded.profile.sglang.port,
+        "engine_address": f"engine:{loaded.profile.sglang.port}",
         "sentinel_host": "sentinel",
         "sentinel_port": SENTINEL_PORT,
-        "sentinel_closed_port": SENTINEL_CLOSED_PORT,
+        "sentinel_status_address": f"sentinel:{SENTINEL_PORT}",
+        "sentinel_ready_url": f"http://sentinel:{SENTINEL_PORT}/ready",
+        "sentinel_closed_address": f"sentinel:{SENTINEL_CLOSED_PORT}",
         "check_interval_ms": 1000,
         "poll_interval_ms": 250,
         "poll_timeout_ms": 1000,
+        **gateway_routes.haproxy_context(),
     }
 
 
