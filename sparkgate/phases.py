@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from sparkgate.optimizations.mtp import DRAFT_MODEL_CLASS
+from sparkgate import conformance as C
 
 READY = "ready"
+# SGLang's startup lines, in the order a start writes them (formats from the conformance fixture).
+_SERVER_ARGS = C.log_pattern("server_args")
+_LOAD_BEGIN = C.log_pattern("load_weight_begin")
+_LOAD_END = C.log_pattern("load_weight_end")
+_DRAFT_LOAD_END = C.log_pattern("load_weight_end", model_class=C.class_name("nextn_draft"))
+_CAPTURE = C.log_pattern("capture_begin")
+_SIZES = C.log_pattern("scheduler_sizes")
+_READY = C.log_format("ready")
 
 
 def current_phase(log_text: str | None) -> str:
@@ -13,17 +21,17 @@ def current_phase(log_text: str | None) -> str:
         return "no log yet"
     phase = "starting"
     for line in log_text.splitlines():
-        if "server_args=" in line:
+        if _SERVER_ARGS.search(line):
             phase = "starting (arguments resolved)"
-        elif "Load weight begin" in line:
+        elif _LOAD_BEGIN.search(line):
             phase = "loading draft weights" if phase.startswith("target weights loaded") else "loading target weights"
-        elif "Load weight end" in line:
-            phase = "draft weights loaded" if f"type={DRAFT_MODEL_CLASS}" in line else "target weights loaded"
-        elif "CUDA graph begin" in line or "Capture cuda graph begin" in line:
+        elif _LOAD_END.search(line):
+            phase = "draft weights loaded" if _DRAFT_LOAD_END.search(line) else "target weights loaded"
+        elif _CAPTURE.search(line):
             phase = "capturing CUDA graphs"
-        elif "max_total_num_tokens=" in line:
+        elif _SIZES.search(line):
             phase = "warming up"
-        elif "The server is fired up and ready to roll!" in line:
+        elif _READY in line:
             phase = READY
         elif line.startswith("Traceback") or "Exception:" in line or "Error:" in line and "Traceback" in log_text:
             phase = "crashed (see log)"

@@ -6,7 +6,14 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
+from sparkgate import conformance as C
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
+
+# SGLang's /generate meta_info keys (tokenizer_manager.py); the spec_* ones only when speculation ran.
+COMPLETION_TOKENS = C.string_("meta_completion_tokens")
+FINISH_REASON = C.string_("meta_finish_reason")
+SPEC_ACCEPT_LENGTH = C.string_("meta_spec_accept_length")
+SPEC_VERIFY_CT = C.string_("meta_spec_verify_ct")
 
 # Fixed, varied prompts: arithmetic word problems like the GSM8K protocol the published figures use.
 PROMPTS = (
@@ -102,8 +109,8 @@ def _one(client: EngineClient, index: int, max_new_tokens: int, budget_s: float,
         outcome.error = str(exc)
         return outcome
     meta = (final or {}).get("meta_info") or {}
-    outcome.completion_tokens = int(meta.get("completion_tokens") or 0)
-    reason = meta.get("finish_reason")
+    outcome.completion_tokens = int(meta.get(COMPLETION_TOKENS) or 0)
+    reason = meta.get(FINISH_REASON)
     outcome.finish_reason = reason.get("type") if isinstance(reason, dict) else reason
     if outcome.finish_reason is None:
         # Only the final chunk carries a finish reason: without it the request did not complete.
@@ -114,10 +121,10 @@ def _one(client: EngineClient, index: int, max_new_tokens: int, budget_s: float,
         outcome.decode_s = (last - first) / scale
         if outcome.decode_s > 0 and outcome.completion_tokens > 1:
             outcome.decode_tok_s = (outcome.completion_tokens - 1) / outcome.decode_s
-    if "spec_accept_length" in meta:
-        outcome.spec_accept_length = float(meta["spec_accept_length"])
-    if "spec_verify_ct" in meta:
-        outcome.spec_verify_ct = int(meta["spec_verify_ct"])
+    if SPEC_ACCEPT_LENGTH in meta:
+        outcome.spec_accept_length = float(meta[SPEC_ACCEPT_LENGTH])
+    if SPEC_VERIFY_CT in meta:
+        outcome.spec_verify_ct = int(meta[SPEC_VERIFY_CT])
     if outcome.completion_tokens == 0:
         outcome.error = "no completion tokens reported in meta_info"
     return outcome

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from sparkgate import conformance as C
 from sparkgate.evidence import metrics as metrics_mod
 from sparkgate.evidence.gather import Evidence, shown
 from sparkgate.evidence.results import CheckResult, checked, failed
 
-CUDA_GRAPH_METRIC = "sglang:cuda_graph_passes_total"
-READY_LOG = "The server is fired up and ready to roll!"
-CAPTURE_LOG = "CUDA graph begin"  # SGLang: "Capture {target|draft} {decode|verify} CUDA graph begin. ..."
-CAPTURE_LOG_ALT = "Capture cuda graph begin"
+CUDA_GRAPH_METRIC = C.metric("cuda_graph_passes")
+GRAPH_MODE, EAGER_MODE = C.string_("cuda_graph_mode_graph"), C.string_("cuda_graph_mode_eager")
+READY_LOG = C.log_format("ready")
+# The target's decode (or, with MTP, verify) graph: "Capture target decode CUDA graph begin. ...".
+CAPTURE_PATTERN = C.log_pattern("capture_begin", graph=C.string_("graph_backend_cuda"))
+CAPTURE_FAILED = C.log_format("capture_failed").partition("{")[0].strip()
+HOOKS_FAILED = C.log_format("hooks_failed").partition("{")[0].strip()
 ROLE_KEYS = ("model_class", "lm_head", "moe_layers")
 LM_HEAD_KEYS = ("module_class", "quant_method", "weight_dtype", "has_weight_scale")
 
@@ -27,9 +31,9 @@ def identity(ev: Evidence) -> list[CheckResult]:
         return [failed("engine.identity", ev.server_info_error, "a /server_info JSON object", "GET /server_info",
                        "the engine does not answer /server_info: is this SGLang, and is the URL the engine's?")]
     observed = {
-        "version": ev.server_info.get("version"),
-        "model_path": ev.server_info.get("model_path"),
-        "served_model_name": ev.server_info.get("served_model_name"),
+        "version": ev.server_info.get(C.string_("server_info_version")),
+        "model_path": ev.server_info.get(C.server_arg("model_path")),
+        "served_model_name": ev.server_info.get(C.server_arg("served_model_name")),
     }
     expected = {
         "version": want["sglang_version"],
@@ -38,7 +42,7 @@ def identity(ev: Evidence) -> list[CheckResult]:
     }
     results = [checked("engine.identity", observed == expected, observed, expected, "GET /server_info",
                        "a different engine build or launch than the profile renders: redeploy this profile's bundle")]
-    architectures = (ev.model_info or {}).get("architectures") or []
+    architectures = (ev.model_info or {}).get(C.string_("model_info_architectures")) or []
     results.append(checked(
         "engine.architecture", want["architecture"] in architectures, architectures, want["architecture"],
         "GET /model_info", "the checkpoint is not Ling-3.0-flash (wrong model directory mounted?)",
@@ -52,7 +56,7 @@ def probe_report(ev: Evidence) -> CheckResult:
     report = ev.engagement()
     source = "/server_info internal_states[0].engagement"
     hint = ("probe plugin missing or a hook failed to attach: check the image has sparkgate-probe installed, "
-            "SGLANG_PLUGINS=engagement_probe, and search the log for 'Failed to apply hooks'")
+            f"{C.env('plugins')}=engagement_probe, and search the log for '{HOOKS_FAILED}'")
     if report is None:
         return failed("engine.probe_report", "absent", "probe_version 1 report", source, hint)
     problems = []
@@ -86,7 +90,7 @@ def probe_report(ev: Evidence) -> CheckResult:
 def batch1(ev: Evidence) -> CheckResult:
     if ev.expectations["batch_size"] != 1:
         return checked("engine.batch1", True, "n/a", "n/a", "expectations", "")
-    observed = ev.server_arg("max_running_requests")
+    observed = ev.server_arg(C.server_arg("max_running_requests"))
     return checked(
         "engine.batch1", observed == 1, shown(observed), 1, "GET /server_info max_running_requests",
         "the engine was launched without --max-running-requests 1 (hand-edited launch?): re-render and redeploy",
@@ -105,23 +109,23 @@ def cuda_graph(ev: Evidence) -> list[CheckResult]:
             "GET /metrics", hint,
         ))
     else:
-        before = metrics_mod.total(ev.metrics_before, CUDA_GRAPH_METRIC, mode="decode_cuda_graph") or 0.0
-        after = metrics_mod.total(ev.metrics_after, CUDA_GRAPH_METRIC, mode="decode_cuda_graph")
-        eager_before = metrics_mod.total(ev.metrics_before, CUDA_GRAPH_METRIC, mode="decode_none") or 0.0
-        eager_after = metrics_mod.total(ev.metrics_after, CUDA_GRAPH_METRIC, mode="decode_none") or 0.0
+        before = metrics_mod.total(ev.metrics_before, CUDA_GRAPH_METRIC, mode=GRAPH_MODE) or 0.0
+        after = metrics_mod.total(ev.metrics_after, CUDA_GRAPH_METRIC, mode=GRAPH_MODE)
+        eager_before = metrics_mod.total(ev.metrics_before, CUDA_GRAPH_METRIC, mode=EAGER_MODE) or 0.0
+        eager_after = metrics_mod.total(ev.metrics_after, CUDA_GRAPH_METRIC, mode=EAGER_MODE) or 0.0
         delta = None if after is None else after - before
         observed = {"decode_cuda_graph_delta": delta, "decode_none_delta": eager_after - eager_before}
         results.append(checked(
             "engine.cuda_graph_passes", delta is not None and delta > 0, observed, "decode_cuda_graph_delta > 0",
-            "GET /metrics sglang:cuda_graph_passes_total",
-            "decode ran without CUDA graphs (capture failed or was disabled): look for 'Capture cuda graph failed' "
+            f"GET /metrics {CUDA_GRAPH_METRIC}",
+            f"decode ran without CUDA graphs (capture failed or was disabled): look for '{CAPTURE_FAILED}' "
             "in the log; do not pass --disable-cuda-graph",
         ))
     if ev.log is None or ev.log.text is None:
         results.append(failed("engine.cuda_graph_capture_log", ev.log.error if ev.log else "no log", "capture lines",
                               "engine log", "give the engine log (--log-file/--container) so capture can be checked"))
     else:
-        captured = ev.log.count(CAPTURE_LOG) + ev.log.count(CAPTURE_LOG_ALT)
+        captured = len(ev.log.matching(CAPTURE_PATTERN))
         results.append(checked(
             "engine.cuda_graph_capture_log", captured > 0, f"{captured} capture line(s)", ">= 1", ev.log.source,
             "no CUDA-graph capture in the log: graphs disabled or capture failed",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkgate import conformance
 from sparkgate.evidence import calibration as calibration_mod
 from sparkgate.evidence import metrics as metrics_mod
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
@@ -30,7 +31,7 @@ class Evidence:
         return float(self.expectations.get("time_scale") or 1.0)
 
     def internal_state(self) -> dict | None:
-        states = (self.server_info or {}).get("internal_states")
+        states = (self.server_info or {}).get(conformance.string_("server_info_internal_states"))
         if isinstance(states, list) and states and isinstance(states[0], dict):
             return states[0]
         return None

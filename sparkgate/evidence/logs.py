@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,10 @@ class EngineLog:
 
     def lines_with(self, needle: str) -> list[str]:
         return [] if self.text is None else [l for l in self.text.splitlines() if needle in l]
+
+    def matching(self, pattern: re.Pattern[str]) -> list[str]:
+        """Lines holding a rendering of an SGLang log format (see conformance.log_pattern)."""
+        return [] if self.text is None else [l for l in self.text.splitlines() if pattern.search(l)]
 
 
 def from_file(path: str) -> EngineLog:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sparkgate import conformance, fork
 from sparkgate import sglang_flags as F
 from sparkgate.frozen import Frozen
 
@@ -21,8 +22,8 @@ if TYPE_CHECKING:
 KEY = "fp8_lm_head"
 ENV = F.FP8_LM_HEAD_ENV
 OWNED_ENV = (ENV,)
-LOG_SIGNATURE = "Online FP8 quantization enabled for lm_head."
-FP8_WEIGHT_DTYPES = ("torch.float8_e4m3fn",)
+LOG_SIGNATURE = fork.FP8_LM_HEAD_LOG  # fork-only: stock 0.5.23 never logs it
+FP8_WEIGHT_DTYPES = (conformance.dtype("fp8_e4m3fn"),)
 
 
 class Settings(Frozen):
@@ -89,13 +90,13 @@ def checks(ev: Evidence) -> list[CheckResult]:
     from sparkgate.evidence.results import checked, failed
 
     results = []
-    fp32 = ev.server_arg("enable_fp32_lm_head")
+    fp32 = ev.server_arg(conformance.server_arg("enable_fp32_lm_head"))
     results.append(checked(
         "fp8_lm_head.config_echo", fp32 is False, shown(fp32), False, "GET /server_info enable_fp32_lm_head",
         "the engine runs with --enable-fp32-lm-head, which excludes the FP8 head: redeploy the rendered bundle",
     ))
     state = ev.internal_state()
-    env_vars = state.get("env_vars") if state else None
+    env_vars = state.get(conformance.string_("internal_state_env_vars")) if state else None
     if not isinstance(env_vars, dict):
         results.append(failed(
             "fp8_lm_head.env_declared", "env_vars absent", f"{ENV}=1 listed", "/server_info internal_states[0].env_vars",
@@ -105,7 +106,7 @@ def checks(ev: Evidence) -> list[CheckResult]:
     else:
         value = env_vars.get(ENV)
         results.append(checked(
-            "fp8_lm_head.env_declared", value is not None and str(value).lower() in ("1", "true"), value, "1",
+            "fp8_lm_head.env_declared", value is not None and F.env_is_true(str(value)), value, "1",
             "/server_info internal_states[0].env_vars",
             f"SGLang lists only variables it declares and that are set: {ENV} missing means either the image is "
             "stock SGLang (not the inclusionAI fork), which ignores the variable silently - deploy the spark-fork "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+from sparkgate import conformance
 from sparkgate import sglang_flags as F
 from sparkgate.frozen import Frozen
 from sparkgate.safe_types import ContainerPath
@@ -16,12 +17,13 @@ if TYPE_CHECKING:
     from sparkgate.problems import Problem
 
 KEY = "humming"
-BACKEND = "humming"
+BACKEND = conformance.string_("moe_backend_humming")
 # FusedMoE quant methods that actually run Humming kernels (anything else is a fallback).
-ENGAGED_MOE_METHODS = ("HummingMoEMethod", "Mxfp4HummingMoEMethod")
-LOG_SIGNATURE = "Using indexed gemm for humming moe"
-# SGLang logs the GEMM flavour it picked; SGLANG_HUMMING_MOE_GEMM_TYPE=grouped gives this one instead.
-LOG_SIGNATURES = (LOG_SIGNATURE, "Using grouped_contiguous gemm for humming moe")
+ENGAGED_MOE_METHODS = (conformance.class_name("humming_moe_method"), conformance.class_name("mxfp4_humming_moe_method"))
+# SGLang logs the GEMM flavour it picked at the first Humming MoE forward: indexed by default,
+# grouped_contiguous with SGLANG_HUMMING_MOE_GEMM_TYPE=grouped. The check accepts either.
+LOG_SIGNATURE = conformance.log_line("humming_gemm", gemm_type=conformance.string_("gemm_indexed"))
+LOG_PATTERN = conformance.log_pattern("humming_gemm")
 OWNED_ENV = (F.HUMMING_COMPILER_ENV, F.HUMMING_CACHE_DIR_ENV)
 
 
@@ -86,7 +88,7 @@ def checks(ev: Evidence) -> list[CheckResult]:
     from sparkgate.evidence.results import checked, failed
 
     results = []
-    backend = ev.server_arg("moe_runner_backend")
+    backend = ev.server_arg(conformance.server_arg("moe_runner_backend"))
     results.append(checked(
         "humming.config_echo", backend == BACKEND, shown(backend), BACKEND, "GET /server_info moe_runner_backend",
         "the engine was not launched with --moe-runner-backend humming: redeploy this profile's bundle",
@@ -112,9 +114,9 @@ def checks(ev: Evidence) -> list[CheckResult]:
         results.append(failed("humming.log_signature", ev.log.error if ev.log else "no log", LOG_SIGNATURE,
                               "engine log", "give the engine log so the Humming kernel line can be checked"))
     else:
-        seen = sum(ev.log.count(signature) for signature in LOG_SIGNATURES)
+        seen = len(ev.log.matching(LOG_PATTERN))
         results.append(checked(
-            "humming.log_signature", seen >= 1, f"{seen}x", f">= 1x '{LOG_SIGNATURE}' (or grouped_contiguous)",
+            "humming.log_signature", seen >= 1, f"{seen}x", f">= 1x '{conformance.log_format('humming_gemm')}'",
             ev.log.source,
             "no Humming MoE forward ran during warmup/capture: the runner fell back; check humming-kernels imports "
             "in the image (sparkgate build-guard) and the MoE layer methods",

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
-from sparkgate import fork
+from sparkgate import conformance, fork
 from sparkgate import sglang_flags as F
 from sparkgate.frozen import Frozen
 from sparkgate.safe_types import ContainerPath
@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 
 KEY = "mtp"
 OWNED_ENV: tuple[str, ...] = ()
-DRAFT_MODEL_CLASS = "BailingMoeForCausalLMNextN"
-RESOLVED_ALGORITHM = "EAGLE"  # SGLang resolves NEXTN to EAGLE and reports that in /server_info
+DRAFT_MODEL_CLASS = conformance.class_name("nextn_draft")
+# SGLang resolves NEXTN to EAGLE and reports that in /server_info (arg_groups/speculative_hook.py).
+RESOLVED_ALGORITHM = conformance.string_("spec_algorithm_eagle")
 
 
 class Settings(Frozen):
@@ -131,7 +132,8 @@ def checks(ev: Evidence) -> list[CheckResult]:
 
     want = ev.expectations["optimizations"][KEY]
     results = []
-    echo = {name: ev.server_arg(f"speculative_{name}") for name in ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")}
+    echo = {name: ev.server_arg(conformance.server_arg(f"speculative_{name}"))
+            for name in ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")}
     expected = {
         "algorithm": want["resolved_algorithm"], "num_steps": want["num_steps"],
         "eagle_topk": want["eagle_topk"], "num_draft_tokens": want["num_draft_tokens"],
@@ -162,9 +164,10 @@ def checks(ev: Evidence) -> list[CheckResult]:
         ))
     if ev.log is None or ev.log.text is None:
         results.append(failed("mtp.log_draft_loaded", ev.log.error if ev.log else "no log",
-                              f"'Load weight end ... type={want['draft_model_class']}'", "engine log", "give the engine log"))
+                              f"'Load weight end ... type={want['draft_model_class']}, ...'", "engine log",
+                              "give the engine log"))
     else:
-        lines = [l for l in ev.log.lines_with("Load weight end") if f"type={want['draft_model_class']}" in l]
+        lines = ev.log.matching(conformance.log_pattern("load_weight_end", model_class=want["draft_model_class"]))
         results.append(checked(
             "mtp.log_draft_loaded", len(lines) >= 1, f"{len(lines)} draft load line(s)", ">= 1", ev.log.source,
             "the log shows no draft load: speculative decoding is not running",
