@@ -111,8 +111,11 @@ COPY templates /opt/sparkgate/templates
 ENV SPARKGATE_HOME=/opt/sparkgate \
     PYTHONUNBUFFERED=1
 
-# Refuse the image unless the installed SGLang has the fork's patches (SGLANG_ENABLE_FP8_LM_HEAD is
-# declared, BailingMoeForCausalLMNextN.set_lm_head_from_target exists) and `import humming` works.
+# Refuse the image unless the installed code is the fork the profiles need: SGLANG_ENABLE_FP8_LM_HEAD in
+# Envs and its "Online FP8 quantization enabled for lm_head." log line in bailing_moe_v3.py,
+# BailingMoeForCausalLMNextN.set_lm_head_from_target, the probe's hook targets resolve, SGLang's own
+# parser accepts every spark-fork profile's argv.json, and humming-kernels is installed at the pin. Humming
+# is found, not imported: there is no GPU during the build, and importing the kernels may need libcuda.
 RUN sparkgate build-guard
 
 LABEL org.opencontainers.image.title="sparkgate engine" \

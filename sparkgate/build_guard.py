@@ -1,21 +1,41 @@
-"""Build-time guard for the Spark engine image: fail the `docker build` unless the installed SGLang
-carries the fork's patches and Humming imports.
+"""Build-time guard for the Spark engine image: fail the `docker build` unless the installed SGLang is the
+fork the profiles need, proven on the installed code itself.
 
-The checks read SGLang's source with `ast` instead of importing the model modules, so they run on a
-build host without a GPU and in CI against stock sglang==0.5.23 (where they must report the first two
-as missing).
+What it proves (each a `GuardResult`), for one engine image of images.lock.yaml (default `spark-fork`):
+- every env var the image's capabilities declare is in `vars(sglang.srt.environ.Envs)`; for the FP8 LM head
+  also the patch's startup log line in the fork's `bailing_moe_v3.py` source, the line the gate reads;
+- with NEXTN module sharing, `BailingMoeForCausalLMNextN.set_lm_head_from_target` resolves;
+- the probe plugin's hook targets resolve (`pkgutil.resolve_name`), so SGLang can attach every hook;
+- SGLang's own parser (`ServerArgs.add_cli_args`, `allow_abbrev=False`) accepts the rendered argv.json of
+  every profile that runs on this image;
+- with Humming, `humming-kernels` is installed at the pinned version and `humming` is importable - found
+  without importing it: the build has no GPU and importing the kernels may need libcuda.
+
+It runs on a build host without a GPU, and in CI against stock sglang==0.5.23, which it must refuse.
 """
 
 from __future__ import annotations
 
-import ast
+import contextlib
 import importlib
+import importlib.metadata
 import importlib.util
+import io
+import json
+import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkgate import fork
 from sparkgate import sglang_flags as F
+
+DEFAULT_IMAGE = "spark-fork"
+# The fork's patch in sglang/srt/models/bailing_moe_v3.py logs this once the LM head is quantized; the
+# fp8_lm_head.log_signature check waits for it, so an image whose source cannot print it can never pass.
+FP8_LM_HEAD_MODEL_MODULE = "sglang.srt.models.bailing_moe_v3"
+FP8_LM_HEAD_LOG_LINE = "Online FP8 quantization enabled for lm_head."
+NEXTN_MODULE = "sglang.srt.models.bailing_moe_nextn"
+NEXTN_SHARE_METHOD = "set_lm_head_from_target"
+HUMMING_DISTRIBUTION = "humming-kernels"
 
 
 @dataclass(frozen=True)
@@ -25,61 +45,137 @@ class GuardResult:
     detail: str
 
 
-def _module_source(module: str) -> tuple[Path | None, ast.Module | None]:
-    spec = importlib.util.find_spec(module)
-    if spec is None or spec.origin is None:
-        return None, None
-    path = Path(spec.origin)
-    return path, ast.parse(path.read_text(encoding="utf-8"))
-
-
-def _class_node(tree: ast.Module, name: str) -> ast.ClassDef | None:
-    return next((n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == name), None)
-
-
 def check_env_declared(env_name: str = F.FP8_LM_HEAD_ENV) -> GuardResult:
     name = f"declares {env_name}"
-    path, tree = _module_source("sglang.srt.environ")
-    if tree is None:
-        return GuardResult(name, False, "sglang.srt.environ not found: is SGLang installed?")
-    envs = _class_node(tree, "Envs")
-    if envs is None:
-        return GuardResult(name, False, f"{path}: no class Envs")
-    declared = {
-        target.id
-        for node in envs.body
-        for target in (node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)])
-        if isinstance(target, ast.Name)
-    }
-    if env_name in declared:
-        return GuardResult(name, True, f"{path}: Envs.{env_name}")
-    return GuardResult(name, False, f"{path}: Envs has no {env_name}; SGLang would ignore it silently (stock build?)")
-
-
-def check_draft_module_sharing() -> GuardResult:
-    draft_class = fork.FORK_MODULE_SHARING_DRAFT_CLASSES[0]
-    name = f"{draft_class}.set_lm_head_from_target"
-    path, tree = _module_source("sglang.srt.models.bailing_moe_nextn")
-    if tree is None:
-        return GuardResult(name, False, "sglang.srt.models.bailing_moe_nextn not found")
-    node = _class_node(tree, draft_class)
-    if node is None:
-        return GuardResult(name, False, f"{path}: no class {draft_class}")
-    methods = {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    if "set_lm_head_from_target" in methods:
-        return GuardResult(name, True, f"{path}: defined")
-    return GuardResult(
-        name, False, f"{path}: missing; the NEXTN draft would share only the LM-head tensor (accept length 1.00 with FP8 head)"
-    )
-
-
-def check_humming_imports() -> GuardResult:
     try:
-        module = importlib.import_module("humming")
-    except Exception as exc:  # any import failure means the kernels are unusable
-        return GuardResult("import humming", False, f"{type(exc).__name__}: {exc} (install humming-kernels[cu13])")
-    return GuardResult("import humming", True, getattr(module, "__file__", "") or "imported")
+        environ = importlib.import_module("sglang.srt.environ")
+    except Exception as exc:  # any import failure: this SGLang cannot run
+        return GuardResult(name, False, f"cannot import sglang.srt.environ ({type(exc).__name__}: {exc})")
+    envs = getattr(environ, "Envs", None)
+    if envs is None:
+        return GuardResult(name, False, f"{environ.__file__}: no class Envs")
+    if env_name in vars(envs):
+        return GuardResult(name, True, f"{environ.__file__}: Envs.{env_name}")
+    return GuardResult(name, False, f"{environ.__file__}: Envs has no {env_name}; SGLang would ignore it silently "
+                       "(stock build?)")
 
 
-def run_all() -> list[GuardResult]:
-    return [check_env_declared(), check_draft_module_sharing(), check_humming_imports()]
+def check_fp8_log_line() -> GuardResult:
+    name = "FP8 LM-head log line"
+    spec = importlib.util.find_spec(FP8_LM_HEAD_MODEL_MODULE)
+    if spec is None or spec.origin is None:
+        return GuardResult(name, False, f"{FP8_LM_HEAD_MODEL_MODULE} not found")
+    source = Path(spec.origin).read_text(encoding="utf-8")
+    if FP8_LM_HEAD_LOG_LINE in source:
+        return GuardResult(name, True, f"{spec.origin}: logs {FP8_LM_HEAD_LOG_LINE!r}")
+    return GuardResult(name, False, f"{spec.origin}: never logs {FP8_LM_HEAD_LOG_LINE!r}; the FP8 LM-head patch is "
+                       "missing (stock build?)")
+
+
+def check_draft_module_sharing(draft_class: str = "BailingMoeForCausalLMNextN") -> GuardResult:
+    target = f"{NEXTN_MODULE}.{draft_class}.{NEXTN_SHARE_METHOD}"
+    name = f"{draft_class}.{NEXTN_SHARE_METHOD}"
+    try:
+        pkgutil.resolve_name(target)
+    except AttributeError:
+        return GuardResult(name, False, f"{target} missing; the NEXTN draft would share only the LM-head tensor "
+                           "(accept length 1.00 with an FP8 head)")
+    except Exception as exc:
+        return GuardResult(name, False, f"cannot resolve {target} ({type(exc).__name__}: {exc})")
+    return GuardResult(name, True, f"{target} resolves")
+
+
+def check_probe_hook_targets() -> GuardResult:
+    name = "probe hook targets"
+    try:
+        from sparkgate_probe.plugin import HOOK_TARGETS
+    except ImportError as exc:
+        return GuardResult(name, False, f"the probe plugin is not installed ({exc}); pip install ./probe")
+    unresolved = []
+    for target in sorted(HOOK_TARGETS):
+        try:
+            pkgutil.resolve_name(target)
+        except Exception as exc:
+            unresolved.append(f"{target} ({type(exc).__name__}: {exc})")
+    if unresolved:
+        return GuardResult(name, False, "SGLang could not attach the probe to " + "; ".join(unresolved))
+    return GuardResult(name, True, f"{len(HOOK_TARGETS)} targets resolve")
+
+
+def check_humming_installed(pinned: str | None) -> GuardResult:
+    name = f"{HUMMING_DISTRIBUTION} installed"
+    try:
+        version = importlib.metadata.version(HUMMING_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return GuardResult(name, False, f"no {HUMMING_DISTRIBUTION} distribution; install "
+                           f"{HUMMING_DISTRIBUTION}[cu13]=={pinned}")
+    if pinned is not None and version != pinned:
+        return GuardResult(name, False, f"{HUMMING_DISTRIBUTION} {version} installed, images.lock.yaml pins {pinned}")
+    # find_spec on a top-level package locates it without running it.
+    if importlib.util.find_spec("humming") is None:
+        return GuardResult(name, False, f"{HUMMING_DISTRIBUTION} {version} installed but provides no `humming` module")
+    return GuardResult(name, True, f"{HUMMING_DISTRIBUTION} {version}, module humming found (not imported: no GPU "
+                       "at build time)")
+
+
+def check_profiles_parse(image: str) -> list[GuardResult]:
+    """SGLang's real parser on each profile's rendered argv.json (the argv the container runs)."""
+    try:
+        from sparkgate import profiles, render
+        from sparkgate.sglang_cli import build_sglang_parser
+
+        # The installed SGLang's own flags: in the image that is the fork, fork-only flags included.
+        parser = build_sglang_parser(with_fork_options=False)
+        bundles = {}
+        for name in profiles.available_profiles():
+            loaded = profiles.load(name)
+            if loaded.profile.image == image:
+                bundles[name] = render.render_files(loaded, render.RenderOptions(target="spark"))
+    except Exception as exc:  # a broken install or profile: nothing proven, and the build must say why
+        return [GuardResult("SGLang parser", False, f"cannot render the profiles' argv or build ServerArgs' parser "
+                            f"({type(exc).__name__}: {exc})")]
+    results = []
+    for name, files in bundles.items():
+        argv = json.loads(files["argv.json"])
+        errors = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(errors):
+                parser.parse_args(argv)
+        except SystemExit:  # argparse reports and exits 2
+            message = (errors.getvalue().strip().splitlines() or ["rejected"])[-1]
+            results.append(GuardResult(f"argv of {name}", False, f"SGLang's parser rejects argv.json: {message}"))
+            continue
+        results.append(GuardResult(f"argv of {name}", True, f"{len(argv)} tokens parse"))
+    if not results:
+        results.append(GuardResult("SGLang parser", False, f"no profile runs on image {image!r}: nothing was proven"))
+    return results
+
+
+def run_all(image: str = DEFAULT_IMAGE) -> list[GuardResult]:
+    from sparkgate.images import load_lock
+
+    lock = load_lock()
+    if image not in lock.engine_images:
+        return [GuardResult("engine image", False, f"{image!r} is not in images.lock.yaml engine_images "
+                            f"({', '.join(sorted(lock.engine_images))})")]
+    capabilities = lock.engine_images[image].capabilities
+    results = [check_env_declared(env) for env in capabilities.declared_env]
+    if F.FP8_LM_HEAD_ENV in capabilities.declared_env:
+        results.append(check_fp8_log_line())
+    if capabilities.nextn_lm_head_module_sharing:
+        results.append(check_draft_module_sharing())
+    results.append(check_probe_hook_targets())
+    results += check_profiles_parse(image)
+    if capabilities.humming_kernels:
+        results.append(check_humming_installed(lock.python_packages.get(HUMMING_DISTRIBUTION)))
+    return results
+
+
+def refusal(results: list[GuardResult]) -> str | None:
+    """One line naming everything missing, or None when the image may be built."""
+    missing = [r.name for r in results if not r.ok]
+    if not missing:
+        return None
+    return (f"sparkgate build guard: refusing the image: missing {', '.join(missing)} (details above). Likely cause: "
+            "the installed SGLang is not the pinned fork, or an install step failed. Fix: check SGLANG_REPO/"
+            "SGLANG_BRANCH/SGLANG_COMMIT and the install logs; never bypass the guard")

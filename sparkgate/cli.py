@@ -134,12 +134,13 @@ def cmd_healthcheck(args: argparse.Namespace) -> int:
 def cmd_build_guard(args: argparse.Namespace) -> int:
     from sparkgate import build_guard
 
-    results = build_guard.run_all()
+    results = build_guard.run_all(args.image)
     for result in results:
-        print(f"[{'ok' if result.ok else 'MISSING'}] {result.name}: {result.detail}")
-    if all(r.ok for r in results):
+        print(f"[{'ok' if result.ok else 'MISSING'}] {result.name}: {result.detail}", flush=True)
+    refusal = build_guard.refusal(results)
+    if refusal is None:
         return 0
-    print("sparkgate build guard: this SGLang cannot serve the profiles; refusing the image", file=sys.stderr)
+    print(refusal, file=sys.stderr)
     return EXIT_INVALID
 
 
@@ -251,9 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
     health.add_argument("--url", required=True)
     health.add_argument("--timeout", type=float, default=5.0)
     health.set_defaults(func=cmd_healthcheck)
-    sub.add_parser("build-guard", help="fail unless the installed SGLang has the fork patches").set_defaults(
-        func=cmd_build_guard
-    )
+    guard = sub.add_parser("build-guard", help="fail unless the installed SGLang is the fork the profiles need")
+    guard.add_argument("--image", default="spark-fork", help="engine image key in images.lock.yaml")
+    guard.set_defaults(func=cmd_build_guard)
     verify_p = sub.add_parser("verify", help="prove from runtime evidence that the profile's optimizations engaged")
     verify_p.add_argument("--profile", help="profile name or YAML path (expectations built from it)")
     verify_p.add_argument("--expectations", help="a rendered expectations.json instead of --profile")

@@ -1,13 +1,15 @@
-"""`sparkgate build-guard` refuses a stock SGLang and passes a patched one.
+"""`sparkgate build-guard` refuses stock SGLang and passes the fork, proven on installed code.
 
-The Spark Dockerfile runs the guard as a build step. Against stock sglang==0.5.23 (installed in the
-test venv by scripts/bootstrap) it must report both fork patches missing and exit non-zero: that is
-the proof a stock image could not slip through. A minimal stand-in source tree with the patches (and a
-`humming` module) must pass, so the guard is not simply failing everywhere.
+The Spark Dockerfile runs the guard as its last build step; the real fork cannot be built here (arm64 CUDA
+base). So: against the stock sglang==0.5.23 installed in the test venv it must name every missing fork fact
+and exit non-zero, and against a stand-in fork - stock SGLang plus the few fork patches (the FP8 env declared
+in Envs, the patched bailing_moe_v3/bailing_moe_nextn sources laid over sglang.srt.models, and a
+humming-kernels distribution) - it must pass, so it is not simply failing everywhere.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import importlib.util
 import os
@@ -20,18 +22,196 @@ import pytest
 
 from sparkgate import build_guard
 from sparkgate.cli import EXIT_INVALID
+from sparkgate.images import load_lock
 from sparkgate.sglang_cli import SGLANG_VERSION
 
+pytestmark = pytest.mark.sglang
+
 ENV_CHECK = "declares SGLANG_ENABLE_FP8_LM_HEAD"
+LOG_CHECK = "FP8 LM-head log line"
 NEXTN_CHECK = "BailingMoeForCausalLMNextN.set_lm_head_from_target"
-HUMMING_CHECK = "import humming"
+HOOKS_CHECK = "probe hook targets"
+HUMMING_CHECK = "humming-kernels installed"
+FORK_FACTS = [ENV_CHECK, LOG_CHECK, NEXTN_CHECK]
+HUMMING_PIN = load_lock().python_packages["humming-kernels"]
+
+# The stand-in fork. `apply(root)` is also the body of a sitecustomize.py, so a `sparkgate build-guard`
+# subprocess sees the same fork as the in-process tests.
+SHIM = textwrap.dedent('''
+    import importlib, importlib.abc, importlib.util, os, sys
+
+    class ForkModels(importlib.abc.MetaPathFinder):
+        """Serves the patched model modules from the overlay (sglang.srt.models is a namespace package)."""
+
+        def __init__(self, directory):
+            self.directory = directory
+
+        def find_spec(self, fullname, path=None, target=None):
+            package, _, name = fullname.rpartition(".")
+            candidate = os.path.join(self.directory, name + ".py")
+            if package == "sglang.srt.models" and os.path.isfile(candidate):
+                return importlib.util.spec_from_file_location(fullname, candidate)
+            return None
+
+    def apply(root, parts):
+        if "env" in parts:
+            from sglang.srt.environ import EnvBool, Envs
+            setattr(Envs, "SGLANG_ENABLE_FP8_LM_HEAD", EnvBool(False))
+        sys.meta_path.insert(0, ForkModels(os.path.join(root, "models")))
+        sys.path.insert(0, os.path.join(root, "site"))
+        importlib.invalidate_caches()
+''')
 
 
-def _guard_cli(env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """The console script the Dockerfile's `RUN sparkgate build-guard` calls (python -m as fallback)."""
+def _fork_tree(root: Path, parts: set[str], humming_version: str = HUMMING_PIN) -> Path:
+    """Overlay sources with the chosen fork patches, built from the installed stock sources."""
+    models = Path(importlib.util.find_spec("sglang.srt.models.bailing_moe_v3").origin).parent
+    overlay = root / "models"
+    overlay.mkdir(parents=True)
+    v3 = (models / "bailing_moe_v3.py").read_text(encoding="utf-8")
+    if "log" in parts:
+        v3 += '\n\ndef _fork_fp8_lm_head_note():\n    logger.info("Online FP8 quantization enabled for lm_head.")\n'
+    (overlay / "bailing_moe_v3.py").write_text(v3, encoding="utf-8")
+    nextn = (models / "bailing_moe_nextn.py").read_text(encoding="utf-8")
+    if "share" in parts:
+        nextn += textwrap.dedent('''
+
+            def _fork_set_lm_head_from_target(self, target):
+                self.lm_head = target.lm_head
+
+
+            BailingMoeForCausalLMNextN.set_lm_head_from_target = _fork_set_lm_head_from_target
+        ''')
+    (overlay / "bailing_moe_nextn.py").write_text(nextn, encoding="utf-8")
+    site = root / "site"
+    site.mkdir()
+    if "humming" in parts:
+        (site / "humming").mkdir()
+        (site / "humming" / "__init__.py").write_text("raise ImportError('needs libcuda: the guard must not import me')\n")
+        dist = site / f"humming_kernels-{humming_version}.dist-info"
+        dist.mkdir()
+        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: humming-kernels\nVersion: {humming_version}\n")
+    (root / "shim.py").write_text(SHIM, encoding="utf-8")
+    (root / "sitecustomize.py").write_text(SHIM + f"\napply({str(root)!r}, {sorted(parts)!r})\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def fork(tmp_path):
+    """fork(parts) applies the stand-in fork in this process; everything is restored afterwards."""
+    from sglang.srt import environ
+
+    saved_path, saved_meta_path = list(sys.path), list(sys.meta_path)
+    swapped = [f"sglang.srt.models.{name}" for name in ("bailing_moe_v3", "bailing_moe_nextn")]
+    saved_modules = {name: sys.modules.pop(name) for name in swapped if name in sys.modules}
+
+    def apply(parts: set[str], **kwargs) -> None:
+        root = _fork_tree(tmp_path / "fork", parts, **kwargs)
+        spec = importlib.util.spec_from_file_location("sparkgate_test_fork_shim", root / "shim.py")
+        shim = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(shim)
+        shim.apply(str(root), sorted(parts))
+
+    yield apply
+    if "SGLANG_ENABLE_FP8_LM_HEAD" in vars(environ.Envs):
+        delattr(environ.Envs, "SGLANG_ENABLE_FP8_LM_HEAD")
+    sys.path[:] = saved_path
+    sys.meta_path[:] = saved_meta_path
+    for name in swapped:
+        sys.modules.pop(name, None)
+    sys.modules.update(saved_modules)
+    importlib.invalidate_caches()
+
+
+def _statuses(results) -> dict[str, bool]:
+    return {r.name: r.ok for r in results}
+
+
+def test_the_venv_holds_stock_sglang():
+    # What the stock tests below prove depends on it; a different sglang is an error here, never a skip.
+    assert importlib.metadata.version("sglang") == SGLANG_VERSION
+
+
+def test_stock_sglang_is_refused_naming_each_missing_fork_fact():
+    results = build_guard.run_all()
+    status = _statuses(results)
+    assert [name for name in FORK_FACTS if status[name]] == [], "stock SGLang passed a fork check"
+    # The parts stock shares with the fork are proven too: the guard is not failing on everything.
+    assert status[HOOKS_CHECK] is True
+    argv_checks = [name for name in status if name.startswith("argv of ")]
+    assert argv_checks and all(status[name] for name in argv_checks), results
+    installed = str(Path(importlib.util.find_spec("sglang").origin).parent)
+    details = {r.name: r.detail for r in results}
+    assert installed in details[ENV_CHECK] and installed in details[LOG_CHECK]
+    line = build_guard.refusal(results)
+    assert line is not None and "\n" not in line
+    assert all(name in line for name in FORK_FACTS)
+
+
+def test_stand_in_fork_passes(fork):
+    fork({"env", "log", "share", "humming"})
+    results = build_guard.run_all()
+    assert all(r.ok for r in results), [r for r in results if not r.ok]
+    assert build_guard.refusal(results) is None
+    assert "not imported" in {r.name: r.detail for r in results}[HUMMING_CHECK]
+
+
+@pytest.mark.parametrize("missing", ["env", "log", "share", "humming"])
+def test_each_missing_fork_part_alone_fails_the_guard(fork, missing):
+    fork({"env", "log", "share", "humming"} - {missing})
+    expected = {"env": ENV_CHECK, "log": LOG_CHECK, "share": NEXTN_CHECK, "humming": HUMMING_CHECK}[missing]
+    failed = [r.name for r in build_guard.run_all() if not r.ok]
+    assert failed == [expected]
+
+
+def test_humming_at_another_version_than_the_pin_fails(fork):
+    fork({"env", "log", "share", "humming"}, humming_version="0.1.19")
+    (result,) = [r for r in build_guard.run_all() if r.name == HUMMING_CHECK]
+    assert not result.ok and f"0.1.19 installed, images.lock.yaml pins {HUMMING_PIN}" in result.detail
+
+
+def test_unresolvable_hook_target_fails(fork, monkeypatch):
+    fork({"env", "log", "share", "humming"})
+    from sparkgate_probe import plugin
+
+    renamed = "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker.init_lm_head_renamed"
+    monkeypatch.setitem(plugin.HOOK_TARGETS, renamed, lambda *a: None)
+    (result,) = [r for r in build_guard.run_all() if r.name == HOOKS_CHECK]
+    assert not result.ok and renamed in result.detail
+
+
+def test_argv_the_parser_rejects_fails(fork, monkeypatch):
+    fork({"env", "log", "share", "humming"})
+    from sparkgate import render
+
+    real = render.render_files
+
+    def with_unknown_flag(loaded, options):
+        files = dict(real(loaded, options))
+        files["argv.json"] = files["argv.json"].replace('"--model-path"', '"--turbo", "--model-path"', 1)
+        return files
+
+    monkeypatch.setattr(render, "render_files", with_unknown_flag)
+    failed = {r.name: r.detail for r in build_guard.run_all() if not r.ok}
+    assert failed and all(name.startswith("argv of ") for name in failed)
+    assert all("unrecognized arguments: --turbo" in detail for detail in failed.values())
+
+
+def test_unknown_image_key_fails():
+    (result,) = build_guard.run_all("no-such-image")
+    assert not result.ok and "spark-fork" in result.detail
+
+
+# --- the console script the Dockerfile's `RUN sparkgate build-guard` calls ----------------------------
+
+
+def _guard_cli(pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
     script = Path(sys.executable).parent / "sparkgate"
     argv = [str(script), "build-guard"] if script.exists() else [sys.executable, "-m", "sparkgate", "build-guard"]
-    return subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    env = dict(os.environ)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")])
+    return subprocess.run(argv, capture_output=True, text=True, env=env, check=False, timeout=300)
 
 
 def _reported(stdout: str) -> dict[str, str]:
@@ -44,106 +224,19 @@ def _reported(stdout: str) -> dict[str, str]:
     return result
 
 
-def _stock_sglang_installed() -> bool:
-    if importlib.util.find_spec("sglang") is None:
-        return False
-    return importlib.metadata.version("sglang") == SGLANG_VERSION
-
-
-stock = pytest.mark.skipif(not _stock_sglang_installed(), reason=f"needs stock sglang=={SGLANG_VERSION} installed")
-
-
-@pytest.mark.sglang
-@stock
-def test_stock_sglang_fails_both_fork_checks_in_process() -> None:
-    results = {r.name: r for r in build_guard.run_all()}
-    assert not results[ENV_CHECK].ok
-    assert "Envs has no SGLANG_ENABLE_FP8_LM_HEAD" in results[ENV_CHECK].detail
-    assert not results[NEXTN_CHECK].ok
-    assert "missing" in results[NEXTN_CHECK].detail
-    # Both verdicts come from reading the installed stock sources, not from a failed lookup.
-    installed = str(Path(importlib.util.find_spec("sglang").origin).parent)
-    assert installed in results[ENV_CHECK].detail and installed in results[NEXTN_CHECK].detail
-
-
-@pytest.mark.sglang
-@stock
-def test_stock_sglang_is_refused_by_the_cli() -> None:
+def test_cli_refuses_stock_sglang_with_one_line():
     proc = _guard_cli()
     assert proc.returncode == EXIT_INVALID, proc.stdout + proc.stderr
     reported = _reported(proc.stdout)
-    assert reported[ENV_CHECK] == "MISSING"
-    assert reported[NEXTN_CHECK] == "MISSING"
-    assert "refusing the image" in proc.stderr
+    assert all(reported[name] == "MISSING" for name in FORK_FACTS), reported
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("sparkgate build guard: refusing the image: missing ")
+    assert all(name in last for name in FORK_FACTS) and "Traceback" not in proc.stderr
 
 
-FORK_ENVIRON = """
-class EnvBool:
-    def __init__(self, default):
-        self.default = default
-
-
-class Envs:
-    SGLANG_ENABLE_JIT_DEEPGEMM = EnvBool(True)
-    SGLANG_ENABLE_FP8_LM_HEAD = EnvBool(False)
-"""
-
-FORK_NEXTN = """
-class BailingMoeForCausalLMNextN:
-    def forward(self, *args):
-        return None
-
-    def set_lm_head_from_target(self, target):
-        self.lm_head = target.lm_head
-"""
-
-STOCK_NEXTN = """
-class BailingMoeForCausalLMNextN:
-    def forward(self, *args):
-        return None
-"""
-
-
-def _source_tree(root: Path, nextn: str, with_humming: bool) -> Path:
-    files = {
-        "sglang/__init__.py": "",
-        "sglang/srt/__init__.py": "",
-        "sglang/srt/environ.py": FORK_ENVIRON,
-        "sglang/srt/models/__init__.py": "",
-        "sglang/srt/models/bailing_moe_nextn.py": nextn,
-    }
-    # Without Humming, the stand-in shadows any installed humming-kernels with a module whose import fails,
-    # exactly as a missing or broken install does: the test then never depends on the venv.
-    files["humming/__init__.py"] = (
-        "KERNELS = 'stand-in'\n" if with_humming else "raise ImportError('No module named humming (stand-in)')\n"
-    )
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text), encoding="utf-8")
-    return root
-
-
-def _env_with(path: Path) -> dict[str, str]:
-    # The stand-in tree comes first on sys.path, ahead of any sglang installed in the venv.
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(path), os.environ.get("PYTHONPATH", "")])}
-
-
-def test_patched_tree_passes(tmp_path: Path) -> None:
-    tree = _source_tree(tmp_path, FORK_NEXTN, with_humming=True)
-    proc = _guard_cli(_env_with(tree))
+def test_cli_passes_the_stand_in_fork(tmp_path):
+    root = _fork_tree(tmp_path / "fork", {"env", "log", "share", "humming"})
+    proc = _guard_cli(root)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert _reported(proc.stdout) == {ENV_CHECK: "ok", NEXTN_CHECK: "ok", HUMMING_CHECK: "ok"}
-
-
-@pytest.mark.parametrize(
-    ("nextn", "with_humming", "missing"),
-    [(STOCK_NEXTN, True, NEXTN_CHECK), (FORK_NEXTN, False, HUMMING_CHECK)],
-    ids=["nextn-shares-tensor-only", "no-humming-kernels"],
-)
-def test_each_missing_piece_alone_fails_the_guard(tmp_path: Path, nextn: str, with_humming: bool, missing: str) -> None:
-    tree = _source_tree(tmp_path, nextn, with_humming)
-    proc = _guard_cli(_env_with(tree))
-    assert proc.returncode == EXIT_INVALID
     reported = _reported(proc.stdout)
-    assert [name for name, status in reported.items() if status == "MISSING"] == [missing]
+    assert set(reported.values()) == {"ok"} and {*FORK_FACTS, HOOKS_CHECK, HUMMING_CHECK} <= set(reported)
