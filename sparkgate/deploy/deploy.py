@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from sparkgate import profiles, render
+from sparkgate import atomic, profiles, render
 from sparkgate.deploy import docker_cli, preflight
 from sparkgate.evidence.client import fetch_json
 from sparkgate.images import load_lock
@@ -60,7 +61,8 @@ class DeployResult:
 
 
 class DeployRefused(Exception):
-    """Preflight or profile refusal: nothing was started."""
+    """Profile, preflight or render refusal: nothing was started and a running stack was not touched.
+    (One exception: on a Spark, memory still short after the old stack stopped.)"""
 
 
 def gateway_url(options: DeployOptions) -> str:
@@ -106,43 +108,62 @@ def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> Deploy
     images.append(lock.local_images["sim"] if options.target == "sim" else lock.engine_ref(loaded.profile.image))
     url = gateway_url(options)
 
+    # Nothing that runs is touched until the profile, the preflight and the render have all succeeded:
+    # a refused redeploy leaves the admitted stack serving.
     say(f"[1/6] preflight ({options.target})")
     findings = [preflight.docker_reachable()]
-    if findings[0].ok and not options.dry_run and project.container("engine"):
-        # A redeploy replaces the project's running stack: it must release the port and, on a Spark, the
-        # engine's unified memory before the checks below can pass.
-        say(f"      replacing the running stack {project.name}: compose down")
-        project.compose("down", "--remove-orphans", "-t", "10", check=False)
-        if options.target == "spark":
-            _wait_for_memory(say)
+    running = bool(findings[0].ok and project.containers())
+    if running:
+        say(f"      {project.name} has a stack deployed; it keeps serving until this deploy has passed preflight "
+            "and render")
     if options.target == "spark":
         # Host facts first: on the wrong host nothing else matters.
         model_dir = Path(os.environ.get("SPARKGATE_MODEL_DIR", Path.home() / "models" / Path(loaded.profile.model.path).name))
         cache_dir = Path(os.environ.get("SPARKGATE_CACHE_DIR", Path.home() / ".cache" / "sparkgate"))
-        findings += preflight.spark_host(model_dir, cache_dir)
+        findings += preflight.spark_host(model_dir, cache_dir, memory_held_by_own_engine=running)
     if findings[0].ok:
         findings.append(preflight.images_present(sorted(set(images))))
-    findings.append(preflight.port_free(options.bind, options.port))
+    findings.append(preflight.gateway_port(options.bind, options.port, project if findings[0].ok else None))
     findings.append(preflight.api_key(options.bind, options.api_key_file))
     for finding in findings:
         say(f"      {finding}")
     failed = [f for f in findings if not f.ok]
     if failed:
         more = f" (and {len(failed) - 1} more above)" if len(failed) > 1 else ""
-        raise DeployRefused(f"preflight failed: {failed[0].check}: {failed[0].detail}{more}")
+        untouched = f"; the running stack {project.name} was not touched" if running else ""
+        raise DeployRefused(f"preflight failed: {failed[0].check}: {failed[0].detail}{more}{untouched}")
     mark("preflight")
 
     say(f"[2/6] render {loaded.source} -> {bundle}")
     if options.dry_run:
         for file_name in render.render_files(loaded, render_options):
             say(f"      would write {bundle / file_name}")
+        if running:
+            say(f"      would stop the running stack: docker compose -p {project.name} down")
         say(f"      would run: docker compose -p {project.name} -f {project.compose_file} up -d")
         return DeployResult(False, project.name, bundle, url, "dry run: nothing started")
-    render.render(loaded, render_options, bundle)
+    try:
+        # The old bundle is kept (retired) while the old stack bind-mounts it; removed after compose down.
+        render.render(loaded, render_options, bundle, keep_retired=True)
+    except (OSError, ValueError) as exc:
+        untouched = f"; the running stack {project.name} was not touched" if running else ""
+        raise DeployRefused(f"render into {bundle} failed: {exc}{untouched}") from None
     mark("render")
 
     say(f"[3/6] compose up (project {project.name}); the gateway starts closed")
-    project.compose("down", "--remove-orphans", "-t", "5", check=False)
+    if running:
+        say(f"      replacing the running stack {project.name}: compose down")
+    # Also clears containers a refused deploy left stopped.
+    project.compose("down", "--remove-orphans", "-t", "10", check=False)
+    for retired in atomic.retired_directories(bundle):
+        shutil.rmtree(retired, ignore_errors=True)
+    if running and options.target == "spark":
+        # The old engine's unified memory is released over tens of seconds after it stops.
+        memory = _wait_for_memory(say)
+        if not memory.ok:
+            raise DeployRefused(f"preflight failed after stopping the old stack: {memory.check}: {memory.detail}. "
+                                f"The old stack {project.name} was stopped to free its memory; deploy again once "
+                                "memory is available")
     project.compose("up", "-d", "--no-build")
     mark("up")
     result = _wait_and_prove(options, project, loaded, url, started, timings, say)
@@ -150,12 +171,14 @@ def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> Deploy
     return result
 
 
-def _wait_for_memory(say, timeout_s: float = 180.0) -> None:
+def _wait_for_memory(say, timeout_s: float = 180.0) -> preflight.PreflightFinding:
     """A stopped engine releases unified memory over tens of seconds; give it that time."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and not preflight.memory().ok:
         time.sleep(5)
-    say(f"      {preflight.memory()}")
+    finding = preflight.memory()
+    say(f"      {finding}")
+    return finding
 
 
 def _wait_and_prove(options, project, loaded, url, started, timings, say) -> DeployResult:

@@ -41,10 +41,26 @@ class Project:
         argv = ["compose", "-p", self.name, "-f", str(self.compose_file), *args]
         return run(argv, check=check, timeout=timeout, env=self.env)
 
+    def containers(self) -> list[str]:
+        """IDs of every container of this project, running or stopped."""
+        return run(["ps", "-aq", "--filter", f"label=com.docker.compose.project={self.name}"], check=False).stdout.split()
+
     def container(self, service: str) -> str | None:
         out = run(["ps", "-aq", "--filter", f"label=com.docker.compose.project={self.name}",
                    "--filter", f"label=com.docker.compose.service={service}"], check=False).stdout.split()
         return out[0] if out else None
+
+    def published_ports(self, service: str) -> set[int]:
+        """Host ports the service's running container publishes now (empty when it is not running)."""
+        container = self.container(service)
+        if container is None:
+            return set()
+        result = run(["inspect", container], check=False)
+        if result.returncode != 0:
+            return set()
+        ports = (json.loads(result.stdout)[0].get("NetworkSettings") or {}).get("Ports") or {}
+        return {int(binding["HostPort"]) for bindings in ports.values() for binding in (bindings or [])
+                if str(binding.get("HostPort", "")).isdigit()}
 
     def state(self, service: str) -> dict | None:
         container = self.container(service)

@@ -51,6 +51,17 @@ def port_free(bind: str, port: int) -> PreflightFinding:
     return PreflightFinding("gateway port", True, f"{bind}:{port} free")
 
 
+def gateway_port(bind: str, port: int, project: docker_cli.Project | None = None) -> PreflightFinding:
+    """The gateway port is free, or held by this same project's gateway (which the redeploy stops first)."""
+    finding = port_free(bind, port)
+    if finding.ok or project is None:
+        return finding
+    if port in project.published_ports("gateway"):
+        return PreflightFinding("gateway port", True, f"{bind}:{port} held by {project.name}'s own gateway, which "
+                                "keeps serving until this deploy has rendered, then is replaced")
+    return finding
+
+
 def api_key(bind: str, key_file: str | None) -> PreflightFinding:
     if bind in LOOPBACK:
         return PreflightFinding("api key", True, "loopback only; no key required")
@@ -69,7 +80,10 @@ def images_present(references: list[str]) -> PreflightFinding:
     return PreflightFinding("images", True, ", ".join(references))
 
 
-def spark_host(model_dir: Path, cache_dir: Path, mem_min_gib: float = SPARK_MIN_MEM_AVAILABLE_GIB) -> list[PreflightFinding]:
+def spark_host(model_dir: Path, cache_dir: Path, mem_min_gib: float = SPARK_MIN_MEM_AVAILABLE_GIB,
+               memory_held_by_own_engine: bool = False) -> list[PreflightFinding]:
+    """Host facts. With `memory_held_by_own_engine` (a redeploy) the memory check waits until the old stack
+    has stopped: its engine holds the memory the new one needs, and it keeps serving until then."""
     findings = []
     arch = platform.machine()
     findings.append(PreflightFinding("arch", arch in ("aarch64", "arm64"), arch if arch in ("aarch64", "arm64") else
@@ -83,7 +97,11 @@ def spark_host(model_dir: Path, cache_dir: Path, mem_min_gib: float = SPARK_MIN_
     findings.append(PreflightFinding("model", has_model, str(model_dir) if has_model else
                                      f"{model_dir}/config.json missing. Fix: download Ling-3.0-flash-fp4 there or set "
                                      "SPARKGATE_MODEL_DIR"))
-    findings.append(memory(mem_min_gib))
+    if memory_held_by_own_engine:
+        findings.append(PreflightFinding("memory", True, "deferred: this project's running engine holds it; checked "
+                                         "after that stack stops"))
+    else:
+        findings.append(memory(mem_min_gib))
     for sub in ("humming", "flashinfer"):
         path = cache_dir / sub
         # Checked without creating anything (a dry run must not touch the host): the directory, or the

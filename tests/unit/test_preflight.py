@@ -49,3 +49,31 @@ def test_unreadable_meminfo_fails_closed(monkeypatch):
     monkeypatch.setattr(preflight, "mem_available_gib", lambda: None)
     finding = preflight.memory()
     assert not finding.ok and "cannot read MemAvailable" in finding.detail
+
+
+def test_redeploy_defers_the_memory_check_to_after_the_old_engine_stops(monkeypatch, tmp_path):
+    """The running engine holds the memory the new one needs; checking it first would refuse every redeploy."""
+    monkeypatch.setattr(preflight, "mem_available_gib", lambda: 22.5)
+    monkeypatch.setattr(preflight.docker_cli, "run", lambda *a, **k: type("R", (), {"stdout": "{}", "returncode": 0})())
+    deferred = {f.check: f for f in preflight.spark_host(tmp_path, tmp_path, memory_held_by_own_engine=True)}
+    assert deferred["memory"].ok and "deferred" in deferred["memory"].detail
+    first = {f.check: f for f in preflight.spark_host(tmp_path, tmp_path)}
+    assert not first["memory"].ok
+
+
+def test_port_held_by_another_project_is_refused(monkeypatch):
+    class FakeProject:
+        name = "sparkgate-other"
+
+        def published_ports(self, service):
+            return {1}  # publishes some other port, not the one in use
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        refused = preflight.gateway_port("127.0.0.1", port, FakeProject())
+        FakeProject.published_ports = lambda self, service: {port}
+        ours = preflight.gateway_port("127.0.0.1", port, FakeProject())
+    assert not refused.ok and "in use" in refused.detail
+    assert ours.ok and "own gateway" in ours.detail
