@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
@@ -13,6 +14,7 @@ from sparkgate.optimizations import mtp as mtp_opt
 from sparkgate.safe_types import ClassName, ContainerPath, ServedName
 
 PositiveInt = Annotated[int, Field(gt=0)]
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class ModelSource(Frozen):
@@ -110,8 +112,8 @@ class Profile(Frozen):
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
         for key in value:
-            if not key.replace("_", "a").isalnum() or key[0].isdigit():
-                raise ValueError(f"{key!r} is not a valid environment variable name")
+            if not _ENV_NAME.fullmatch(key):
+                raise ValueError(f"{key!r} is not a valid environment variable name (ASCII letters, digits, _)")
         return dict(sorted(value.items()))
 
     def requested(self) -> list[str]:

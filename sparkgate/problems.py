@@ -13,7 +13,9 @@ class Problem:
     fix: str
 
     def __str__(self) -> str:
-        return f"{self.file}: {' + '.join(self.fields)}: {self.message}. Fix: {self.fix}"
+        # One line, always: a hostile value quoted in a message must not start a second line.
+        text = f"{self.file}: {' + '.join(self.fields)}: {self.message}. Fix: {self.fix}"
+        return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class ProfileError(Exception):

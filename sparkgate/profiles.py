@@ -11,6 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from sparkgate.context import RuleContext
+from sparkgate.frozen import ControlCharacters
 from sparkgate.images import load_lock
 from sparkgate.launch import LaunchPlan, plan_launch
 from sparkgate.model import Profile
@@ -163,6 +164,9 @@ def _validation_problems(exc: ValidationError, origins: dict[Path_, str], defaul
     problems = []
     for error in exc.errors():
         dotted = ".".join(str(part) for part in error["loc"]) or "(profile)"
+        cause = (error.get("ctx") or {}).get("error")
+        if isinstance(cause, ControlCharacters):
+            dotted += cause.where  # the env entry or list item, not just the whole field
         kind = error["type"]
         if kind == "extra_forbidden":
             fix = "remove it (unknown key; schema/profile.schema.json lists the allowed keys)"

@@ -1,4 +1,4 @@
-"""Render a validated profile into build/<profile>/: compose.yaml, engine.env, argv.json,
+"""Render a validated profile into build/<profile>/: compose.yaml, engine-env.json, argv.json,
 expectations.json and manifest.json. Decisions are made here; templates only substitute.
 
 Writes are atomic (a staged directory swapped into place, see sparkgate.atomic) and deterministic (no
@@ -50,12 +50,15 @@ class RenderOptions:
 
 
 def _environment() -> Environment:
-    return Environment(
+    env = Environment(
         loader=FileSystemLoader(str(templates_dir())),
         undefined=StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
     )
+    # Non-ASCII text stays as UTF-8: PyYAML reads a JSON surrogate-pair escape as two lone surrogates.
+    env.policies["json.dumps_kwargs"] = {"sort_keys": True, "ensure_ascii": False}
+    return env
 
 
 def _sha256(text: str) -> str:
@@ -64,6 +67,11 @@ def _sha256(text: str) -> str:
 
 def _bundle_path(options: RenderOptions, name: str) -> str:
     return name if options.bundle_dir == "." else str(PurePosixPath(options.bundle_dir) / name)
+
+
+def compose_literal(text: str) -> str:
+    """Text Compose must take literally: it interpolates `$VAR`/`${VAR}` in every value, and `$$` is a `$`."""
+    return text.replace("$", "$$")
 
 
 def compose_context(loaded: LoadedProfile, options: RenderOptions) -> dict:
@@ -113,14 +121,18 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions) -> dict:
         "engine_entrypoint": [
             "sparkgate", "engine", "--launcher", options.target, "--log-file", ENGINE_LOG, "--",
         ],
-        "argv": list(loaded.plan.argv),
-        "env_file": _bundle_path(options, "engine.env"),
+        # Profile text reaches Compose only through these two: `$$` keeps Compose from interpolating it.
+        "argv": [compose_literal(token) for token in loaded.plan.argv],
+        "engine_environment": {
+            name: compose_literal(value)
+            for name, value in {**loaded.plan.env_map(), **(sim_environment if options.target == "sim" else {})}.items()
+        },
         "model_mount": f"${{SPARKGATE_MODEL_DIR:-${{HOME}}/models/{model_dir_name}}}:{profile.model.path}:ro",
-        "humming_cache_root": humming_root,
+        "humming_cache_mount": f"${{SPARKGATE_CACHE_DIR:-${{HOME}}/.cache/sparkgate}}/humming:{humming_root}",
+        "sim_humming_cache_mount": f"humming-cache:{humming_root}",
         "healthcheck": [
             "CMD", "sparkgate", "healthcheck", "--url", f"http://127.0.0.1:{profile.sglang.port}/health",
         ],
-        "sim_environment": sim_environment,
     }
 
 
@@ -154,9 +166,8 @@ def render_files(loaded: LoadedProfile, options: RenderOptions) -> dict[str, str
     compose = compose_context(loaded, options)
     files = {
         "compose.yaml": env.get_template(f"compose/{options.target}.yaml.j2").render(header=header, **compose),
-        "engine.env": env.get_template("engine.env.j2").render(
-            header=header, env_lines=F.env_lines(loaded.plan.env_map().items())
-        ),
+        # The engine's environment as data (what compose.yaml's `environment:` says, before `$$` escaping).
+        "engine-env.json": env.get_template("engine-env.json.j2").render(environment=loaded.plan.env_map()),
         "argv.json": env.get_template("argv.json.j2").render(argv=list(loaded.plan.argv)),
         "expectations.json": env.get_template("expectations.json.j2").render(
             expectations=expectations.build(loaded, options.target, time_scale)

@@ -50,12 +50,7 @@ def expectations(bundle) -> dict:
 
 @pytest.fixture(scope="session")
 def bundle_env(bundle) -> dict[str, str]:
-    pairs = {}
-    for line in (bundle / "engine.env").read_text().splitlines():
-        if line and not line.startswith("#"):
-            key, _, value = line.partition("=")
-            pairs[key] = value
-    return pairs
+    return json.loads((bundle / "engine-env.json").read_text())
 
 
 def compose_containers(project: str) -> dict[str, str]:

@@ -23,7 +23,7 @@ def test_engine_argv_equals_bundle(engine_processes, bundle):
 def test_engine_env_carries_profile_env(engine_host, engine_processes, bundle_env):
     environ = proc_environ(engine_host, engine_processes.supervisor)
     missing = {k: v for k, v in bundle_env.items() if environ.get(k) != v}
-    assert not missing, f"engine environment differs from engine.env: {missing}"
+    assert not missing, f"engine environment differs from engine-env.json: {missing}"
 
 
 def test_fp8_env_never_meets_fp32_flag(engine_host, engine_processes):

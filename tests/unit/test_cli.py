@@ -40,7 +40,7 @@ def test_usage_error_exits_2():
 def test_render_all_three_to_a_directory(tmp_path):
     assert cli.main(["render", "--profile", "all-three", "--out", str(tmp_path / "b")]) == 0
     names = {p.name for p in (tmp_path / "b").iterdir()}
-    assert {"argv.json", "compose.yaml", "engine.env", "expectations.json", "manifest.json", "haproxy.cfg"} <= names
+    assert {"argv.json", "compose.yaml", "engine-env.json", "expectations.json", "manifest.json", "haproxy.cfg"} <= names
 
 
 def test_invoke_task_refusal_is_nonzero(tmp_path, repo):

@@ -34,7 +34,7 @@ def test_render_is_deterministic_and_complete(name, target):
     first, second = rendered(name, target), rendered(name, target)
     assert first == second
     assert set(first) == {
-        "compose.yaml", "engine.env", "argv.json", "expectations.json", "manifest.json",
+        "compose.yaml", "engine-env.json", "argv.json", "expectations.json", "manifest.json",
         "haproxy.cfg", "gateway-gate.lua", "gateway-503.http",
     }
     for text in first.values():
@@ -67,9 +67,10 @@ def test_bundle_contents_agree(name, target):
     assert engine["networks"] == ["engine"] and compose["services"]["sentinel"]["networks"] == ["engine"]
     assert engine["restart"] == "no"
     assert engine["healthcheck"]["test"][0] == "CMD"
-    assert engine["env_file"] == ["engine.env"]
-    env_lines = [l for l in files["engine.env"].splitlines() if l and not l.startswith("#")]
-    assert dict(line.split("=", 1) for line in env_lines) == loaded.plan.env_map()
+    assert "env_file" not in engine, "the engine environment lives in compose.yaml, not in a dotenv file"
+    environment = json.loads(files["engine-env.json"])
+    assert environment == loaded.plan.env_map()
+    assert {k: v for k, v in engine["environment"].items() if not k.startswith("SPARKGATE_SIM_")} == environment
     expectations = json.loads(files["expectations.json"])
     assert expectations["profile"] == name and expectations["requested"] == loaded.profile.requested()
     manifest = json.loads(files["manifest.json"])
@@ -78,9 +79,8 @@ def test_bundle_contents_agree(name, target):
 
     for file_name, digest in manifest["files"].items():
         assert hashlib.sha256(files[file_name].encode()).hexdigest() == digest
-    for name_with_header in ("compose.yaml", "engine.env"):
-        assert files[name_with_header].startswith(f"# generated from profiles/{name}.yaml")
-        assert "do not edit" in files[name_with_header].splitlines()[0]
+    assert files["compose.yaml"].startswith(f'# "generated from profiles/{name}.yaml')
+    assert "do not edit" in files["compose.yaml"].splitlines()[0]
 
 
 def test_spark_engine_shape():
@@ -103,7 +103,8 @@ def test_sim_target_has_no_gpu_keys_and_same_launch():
     assert "deploy" not in sim and "memlock" not in sim["ulimits"]
     assert sim["command"] == spark["command"]
     assert sim["environment"]["SPARKGATE_SIM_IMAGE"] == "fork"
-    assert rendered("all-three", "sim")["engine.env"].split("\n", 1)[1] == rendered("all-three")["engine.env"].split("\n", 1)[1]
+    assert rendered("all-three", "sim")["engine-env.json"] == rendered("all-three")["engine-env.json"]
+    assert {k: v for k, v in sim["environment"].items() if not k.startswith("SPARKGATE_SIM_")} == spark["environment"]
 
 
 def test_expectations_carry_gate_thresholds():
@@ -138,7 +139,7 @@ def test_top_level_compose_is_the_all_three_render(repo):
     expected = render.top_level_compose(profiles.load("all-three"))
     assert (repo / "compose.yaml").read_text() == expected, "stale: run `invoke render-top-level`"
     engine = yaml.safe_load(expected)["services"]["engine"]
-    assert engine["env_file"] == ["build/all-three/engine.env"]
+    assert engine["environment"] == profiles.load("all-three").plan.env_map()
     assert engine["command"] == list(profiles.load("all-three").plan.argv)
 
 
@@ -171,6 +172,6 @@ def test_fp32_flag_never_meets_fp8_env_in_any_shipped_bundle():
     for name in SHIPPED:
         for target in TARGETS:
             files = rendered(name, target)
-            fp8 = f"{F.FP8_LM_HEAD_ENV}=1" in files["engine.env"]
+            fp8 = json.loads(files["engine-env.json"]).get(F.FP8_LM_HEAD_ENV) == "1"
             fp32 = F.ENABLE_FP32_LM_HEAD in json.loads(files["argv.json"])
             assert not (fp8 and fp32), name

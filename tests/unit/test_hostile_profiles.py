@@ -1,0 +1,148 @@
+"""Hostile text in every free-text profile field: the profile is either refused naming that field, or it
+renders into files whose parsed structure is exactly the intended one - no extra Compose keys, mounts,
+environment lines or argv tokens, and nothing Compose would interpolate.
+
+Property-based (hypothesis): quotes, `$`, `${VAR}`, YAML/Jinja syntax, backslashes, newlines, NUL, bidi
+overrides and non-ASCII letters, in each field in turn. The fast test parses the render with PyYAML; the
+`compose` test asks `docker compose config` itself what it would run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import PurePosixPath
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sparkgate import profiles, render
+from sparkgate.problems import ProfileError
+
+# dotted field -> how to place the value into a profile document extending all-three.
+FIELDS = {
+    "description": lambda v: {"description": v},
+    "model.path": lambda v: {"model": {"path": v}},
+    "model.served_name": lambda v: {"model": {"served_name": v}},
+    "model.architecture": lambda v: {"model": {"architecture": v}},
+    "sglang.host": lambda v: {"sglang": {"host": v}},
+    "sglang.reasoning_parser": lambda v: {"sglang": {"reasoning_parser": v}},
+    "sglang.tool_call_parser": lambda v: {"sglang": {"tool_call_parser": v}},
+    "sglang.attention_backend": lambda v: {"sglang": {"attention_backend": v}},
+    "sglang.fp8_gemm_backend": lambda v: {"sglang": {"fp8_gemm_backend": v}},
+    # A free-text (nargs "*", str) flag on the extra_args allow-list.
+    "sglang.extra_args": lambda v: {"sglang": {"extra_args": ["--uvicorn-access-log-exclude-prefixes", v]}},
+    "optimizations.humming.cache_dir": lambda v: {"optimizations": {"humming": {"cache_dir": v}}},
+    # A declared EnvStr variable (free text as far as SGLang is concerned).
+    "env.SGLANG_FP8_IGNORED_LAYERS": lambda v: {"env": {"SGLANG_FP8_IGNORED_LAYERS": v}},
+    "env (name)": lambda v: {"env": {v: "1"}},
+}
+
+NASTY = [
+    '"', "'", "$", "${HOME}", "$$", "${SPARKGATE_API_KEY_FILE:-/etc/shadow}", "{{ 7*7 }}", "{% raw %}", "\\", "\n",
+    "\r\n", "\x00", "\t", "#", ": ", "- ", "[", "]", "{", "}", ",", "&a", "*a", "!!python/object", "\u202e",
+    "\u2028", "é", "/", "..", " ", "=", "--api-key", "\\n", "'\n      - \"/:/host", "\"\n    privileged: true\n",
+]
+hostile_text = st.lists(st.one_of(st.sampled_from(NASTY), st.text(max_size=6)), min_size=1, max_size=5).map("".join)
+
+
+def _write(tmp_path, field: str, value: str):
+    document = {"name": "hostile", "extends": ["all-three"], "description": "hostile input"}
+    for key, part in FIELDS[field](value).items():
+        if isinstance(part, dict) and isinstance(document.get(key), dict):
+            document[key].update(part)
+        else:
+            document[key] = part
+    path = tmp_path / "hostile.yaml"
+    path.write_text(yaml.safe_dump(document, allow_unicode=True))
+    return path
+
+
+def _literal(value):
+    """What Compose makes of a rendered value: `$$` is a literal `$`; a lone `$` would be interpolation."""
+    if isinstance(value, list):
+        return [_literal(v) for v in value]
+    assert "$" not in value.replace("$$", ""), f"unescaped $ would be interpolated by Compose: {value!r}"
+    return value.replace("$$", "$")
+
+
+def _load_or_refusal(tmp_path, field, value):
+    path = _write(tmp_path, field, value)
+    try:
+        return profiles.load(str(path)), None
+    except ProfileError as refused:
+        return None, str(refused)
+
+
+def _field_named(field: str, message: str) -> bool:
+    shown = field.split(" ")[0]
+    return any(shown in line for line in message.splitlines())
+
+
+def _expected_volumes(loaded, target: str) -> list[str]:
+    """The shipped all-three's engine volumes, with only the model path and the Humming cache root moved."""
+    reference = profiles.load("all-three")
+    shipped = yaml.safe_load(render.render_files(reference, render.RenderOptions(target=target))["compose.yaml"])
+    moves = {
+        reference.profile.model.path: loaded.profile.model.path,
+        str(PurePosixPath(reference.profile.optimizations.humming.cache_dir).parent):
+            str(PurePosixPath(loaded.profile.optimizations.humming.cache_dir).parent),
+    }
+    expected = []
+    for volume in shipped["services"]["engine"]["volumes"]:
+        source, target_dir, *mode = volume.rsplit(":", 2) if volume.endswith(":ro") else volume.rsplit(":", 1)
+        expected.append(":".join([source, moves.get(target_dir, target_dir), *mode]))
+    return expected
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(field=st.sampled_from(sorted(FIELDS)), value=hostile_text, target=st.sampled_from(render.TARGETS))
+def test_hostile_text_is_refused_or_rendered_exactly(tmp_path, field, value, target):
+    loaded, refusal = _load_or_refusal(tmp_path, field, value)
+    if refusal is not None:
+        assert _field_named(field, refusal), refusal
+        assert all("Fix:" in line for line in refusal.splitlines())
+        return
+    files = render.render_files(loaded, render.RenderOptions(target=target))
+    compose = yaml.safe_load(files["compose.yaml"])
+    assert set(compose) == {"name", "services", "networks", "secrets", "volumes"}
+    assert set(compose["services"]) == {"engine", "sentinel", "gateway"}
+    engine = compose["services"]["engine"]
+    assert _literal(engine["command"]) == list(loaded.plan.argv) == json.loads(files["argv.json"])
+    environment = {name: _literal(value) for name, value in engine["environment"].items()}
+    assert {k: v for k, v in environment.items() if not k.startswith("SPARKGATE_SIM_")} == loaded.plan.env_map()
+    assert json.loads(files["engine-env.json"]) == loaded.plan.env_map()
+    assert engine["volumes"] == _expected_volumes(loaded, target)
+    assert "privileged" not in engine and "cap_add" not in engine
+    # The value itself arrives intact where it was meant to go.
+    if field == "sglang.extra_args":
+        assert list(loaded.plan.argv[-2:]) == ["--uvicorn-access-log-exclude-prefixes", value]
+    if field.startswith("env.SGLANG"):
+        assert loaded.plan.env_map()["SGLANG_FP8_IGNORED_LAYERS"] == value
+
+
+@pytest.mark.compose
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=hostile_text, field=st.sampled_from(["sglang.extra_args", "env.SGLANG_FP8_IGNORED_LAYERS", "description"]))
+def test_docker_compose_sees_exactly_the_intended_launch(tmp_path, value, field):
+    loaded, refusal = _load_or_refusal(tmp_path, field, value)
+    if refusal is not None:
+        assert _field_named(field, refusal), refusal
+        return
+    out = render.render(loaded, render.RenderOptions(target="sim"), tmp_path / "bundle")
+    docker = shutil.which("docker")
+    assert docker, "docker CLI missing"
+    result = subprocess.run(
+        [docker, "compose", "-f", str(out / "compose.yaml"), "config", "--format", "json"],
+        capture_output=True, text=True, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin:/usr/local/bin"},
+    )
+    assert result.returncode == 0, result.stderr
+    engine = json.loads(result.stdout)["services"]["engine"]
+    assert engine["command"] == list(loaded.plan.argv)
+    assert {k: v for k, v in engine["environment"].items() if not k.startswith("SPARKGATE_SIM_")} == loaded.plan.env_map()
+    assert sorted(v["target"] for v in engine["volumes"]) == sorted(
+        v.rsplit(":", 2)[1] if v.endswith(":ro") else v.rsplit(":", 1)[1] for v in _expected_volumes(loaded, "sim")
+    )
