@@ -1,6 +1,7 @@
 """The published DGX Spark figures for Ling-3.0-flash at batch 1 (GSM8K, 1,319 questions, 5-shot, thinking on,
 temperature 0.6 / top_p 0.95 / top_k 29, seed 42). Sources: the ly01325 result JSONs (baseline, optimized) and
-the Ling notebook (Humming + FP8 head, the broken draft); see /work/shared/reference/recipe-facts.md 1.4, 5b.
+the Ling notebook (Humming + FP8 head, the broken draft): github.com/ly01325/Ling3-Flash-DGX-Spark results/ and
+github.com/inclusionAI/ling-cookbook guide/local-deploy/ling-3.0-flash.
 
 TPOT is published only as 1000 / decode tok/s, so it is derived here the same way.
 """
