@@ -106,3 +106,72 @@ def test_model_is_frozen():
     loaded = profiles.load("baseline")
     with pytest.raises(Exception):
         loaded.profile.name = "x"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--load-format", "dummy"], "--load-format is refused: it changes what is loaded"),
+        (["--cuda-graph-config", '{"decode": {"bs": [1, 2]}}'], "--cuda-graph-config is refused"),
+        (["--speculative-moe-runner-backend", "triton"], "--speculative-moe-runner-backend is refused"),
+        (["--enable-multi-layer-eagle"], "--enable-multi-layer-eagle is refused"),
+        (["--quantization", "fp8"], "--quantization is refused"),
+        (["--api-key", "sk-123"], "--api-key is refused: it carries a secret"),
+        (["--api-key=sk-123"], "--api-key is refused: it carries a secret"),
+        (["--admin-api-key", "x"], "--admin-api-key is refused"),
+        (["--json-model-override-args", "{}"], "--json-model-override-args is refused"),
+        (["--kv-cache-dtype", "fp8_e4m3"], "--kv-cache-dtype is refused"),
+        (["--disable-radix-cache"], "is not on sparkgate's extra_args allow-list"),
+    ],
+)
+def test_extra_args_outside_the_allow_list_are_refused(tmp_path, extra, said):
+    ref = write(tmp_path, "user", f"extends: [all-three]\nsglang:\n  extra_args: {extra!r}\n")
+    message = refusal(ref)
+    assert said in message and "sglang.extra_args[0]" in message
+
+
+def test_every_allowed_extra_flag_exists_in_sglang():
+    from sparkgate import sglang_flags as F
+    from sparkgate.sglang_cli import option_table
+
+    missing = [flag for flag in F.EXTRA_ARGS_ALLOWED if flag not in option_table()]
+    assert not missing
+    assert not set(F.EXTRA_ARGS_ALLOWED) & set(F.EXTRA_ARGS_REFUSAL_REASONS)
+
+
+def test_secret_never_reaches_the_rendered_bundle_through_a_profile(tmp_path):
+    """Every way a profile could carry an API key into argv/env is refused before anything is written."""
+    for body in (
+        "sglang:\n  extra_args: ['--api-key', 'sk-live-123']\n",
+        "env:\n  EXA_API_KEY: 'sk-live-123'\n",
+    ):
+        ref = write(tmp_path, "user", "extends: [baseline]\n" + body)
+        assert "secret" in refusal(ref)
+
+
+@pytest.mark.parametrize("value", ["on", "ON", "maybe", ""])
+def test_envbool_values_sglang_cannot_parse_are_refused(tmp_path, value):
+    ref = write(tmp_path, "user", f"extends: [baseline]\nenv:\n  SGLANG_LOG_GC: {value!r}\n")
+    assert "SGLang's EnvBool reads only" in refusal(ref)
+
+
+@pytest.mark.parametrize("value", ["1", "true", "Yes", "y", "0", "false", "NO", "n"])
+def test_envbool_values_sglang_parses_are_accepted(tmp_path, value):
+    ref = write(tmp_path, "user", f"extends: [baseline]\nenv:\n  SGLANG_LOG_GC: {value!r}\n")
+    assert profiles.load(ref).plan.env_map()["SGLANG_LOG_GC"] == value
+
+
+def test_env_names_are_judged_per_image(tmp_path):
+    """The fork's FP8 variable is declared for the fork image only; elsewhere it is owned anyway."""
+    from sparkgate import sglang_env
+
+    assert "SGLANG_ENABLE_FP8_LM_HEAD" not in sglang_env.declared()
+    assert "SGLANG_ENABLE_FP8_LM_HEAD" in sglang_env.declared(("SGLANG_ENABLE_FP8_LM_HEAD",))
+
+
+@pytest.mark.parametrize(
+    "cache_dir", ["/", "/root", "/etc/humming/cache", "/proc/x/y", "/bundle/a/b"],
+)
+def test_humming_cache_root_cannot_cover_system_directories(tmp_path, cache_dir):
+    ref = write(tmp_path, "user", f"extends: [humming]\noptimizations:\n  humming:\n    cache_dir: {cache_dir!r}\n")
+    assert "optimizations.humming.cache_dir" in refusal(ref)
