@@ -99,9 +99,10 @@ def _linearize(path: Path, chain: tuple[Path, ...], order: list[tuple[Path, dict
         parents = [parents]
     if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
         raise single(shown, "extends", "must be a list of profile names or paths", "write e.g. `extends: [baseline]`")
-    for required in ("name", "description"):
-        if required not in data:
-            raise single(shown, required, "missing", f"every profile file sets its own {required}")
+    # An overlay may omit both: its name is its file's stem, its description says what it extends.
+    data.setdefault("name", path.stem)
+    if "description" not in data:
+        data["description"] = f"{path.stem}: {', '.join(parents) or 'defaults'} with the changes in {path.name}"
     for parent in parents:
         parent_path = locate(parent, path.parent)
         if not parent_path.exists():

@@ -89,10 +89,19 @@ def test_stray_value_names_field(tmp_path):
     assert "sglang.extra_args[0]: stray value 'oops'" in refusal(ref)
 
 
-def test_missing_description(tmp_path):
-    path = tmp_path / "user.yaml"
-    path.write_text("name: user\nextends: [baseline]\n")
-    assert "description: missing" in refusal(str(path))
+def test_two_line_overlay_takes_its_name_from_the_file(tmp_path):
+    path = tmp_path / "cooler.yaml"
+    path.write_text("extends: [all-three]\nsglang:\n  mem_fraction_static: 0.6\n")
+    loaded = profiles.load(str(path))
+    assert loaded.profile.name == "cooler"
+    assert loaded.profile.description == "cooler: all-three with the changes in cooler.yaml"
+    assert loaded.profile.sglang.mem_fraction_static == 0.6 and loaded.profile.requested() == ["humming", "fp8_lm_head", "mtp"]
+
+
+def test_a_present_name_must_still_match_the_file(tmp_path):
+    path = tmp_path / "cooler.yaml"
+    path.write_text("name: warmer\nextends: [all-three]\n")
+    assert "set name: cooler" in refusal(str(path))
 
 
 def test_list_values_replace_not_concatenate(tmp_path):
