@@ -11,25 +11,34 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparkgate import sglang_flags as F
-from sparkgate.optimizations import fp8_lm_head, humming, mtp
+from sparkgate import conformance as C
 from sparkgate.sim import faults
-from sparkgate.sim.image import Image
+from sparkgate.sim.image import FP8_LM_HEAD_ENV, Image
 from sparkgate.sim.resolve import MODEL_ARCH, Requested
 
-PROBE_PLUGIN = "engagement_probe"
+PROBE_PLUGIN = "engagement_probe"  # the probe's entry-point name (probe/pyproject.toml)
 PROBE_VERSION = 1
+PLUGINS_ENV = C.env("plugins")
 TARGET_MOE_LAYERS = 31
 DRAFT_MOE_LAYERS = 1
-LM_HEAD_CLASS = "ParallelLMHead"
-BF16_HEAD = {"quant_method": "UnquantizedEmbeddingMethod", "weight_dtype": "torch.bfloat16", "has_weight_scale": False}
+DRAFT_MODEL_CLASS = C.class_name("nextn_draft")
+LM_HEAD_CLASS = C.class_name("lm_head")
+BF16_HEAD = {"quant_method": C.class_name("unquantized_embedding_method"), "weight_dtype": C.dtype("bf16"),
+             "has_weight_scale": False}
 # The fork builds the head with Fp8Config (online, dynamic activation scales): an FP8 linear method.
-FP8_HEAD = {"quant_method": "Fp8LinearMethod", "weight_dtype": fp8_lm_head.FP8_WEIGHT_DTYPES[0], "has_weight_scale": True}
+FP8_HEAD = {"quant_method": C.class_name("fp8_linear_method"), "weight_dtype": C.dtype("fp8_e4m3fn"),
+            "has_weight_scale": True}
 
-HUMMING_MOE_KEY = f"{humming.ENGAGED_MOE_METHODS[1]}/{humming.BACKEND}"  # Mxfp4HummingMoEMethod/humming
-TRITON_FALLBACK_MOE_KEY = "UnquantizedFusedMoEMethod/triton"
+
+def _moe_key(method: str, backend: str) -> str:
+    """The probe's "<QuantMethodClass>/<runner_backend>" key of a FusedMoE layer."""
+    return f"{C.class_name(method)}/{C.string_(backend)}"
+
+
+HUMMING_MOE_KEY = _moe_key("mxfp4_humming_moe_method", "moe_backend_humming")
+TRITON_FALLBACK_MOE_KEY = _moe_key("unquantized_fused_moe_method", "moe_backend_triton")
 # SM120/121 routes the MXFP4 experts of flashinfer_mxfp4 to the CUTLASS MXFP8xMXFP4 method.
-FLASHINFER_MOE_KEY = "Mxfp4FlashinferCutlassMoEMethod/flashinfer_mxfp4"
+FLASHINFER_MOE_KEY = _moe_key("mxfp4_flashinfer_cutlass_moe_method", "moe_backend_flashinfer_mxfp4")
 
 
 @dataclass(frozen=True)
@@ -48,19 +57,19 @@ class Engaged:
         return self.draft_loaded and self.fp8_lm_head and not self.module_shared
 
 
-def _moe_key(req: Requested, backend: str, fallback: bool) -> str:
+def _resolved_moe_key(req: Requested, backend: str, fallback: bool) -> str:
     if req.humming:
         return TRITON_FALLBACK_MOE_KEY if fallback else HUMMING_MOE_KEY
-    if backend == "flashinfer_mxfp4":
+    if backend == C.string_("moe_backend_flashinfer_mxfp4"):
         return FLASHINFER_MOE_KEY
-    return f"Mxfp4MoEMethod/{backend}"
+    return f"{C.class_name('mxfp4_moe_method')}/{backend}"
 
 
 def decide(
     req: Requested, image: Image, board: faults.FaultBoard, env: Mapping[str, str], resolved_backend: str
 ) -> Engaged:
     fallback = board.loaded_with(faults.HUMMING_FALLBACK)
-    fp8 = req.fp8_lm_head and image.knows(F.FP8_LM_HEAD_ENV) and not board.loaded_with(faults.FP8_ENV_IGNORED)
+    fp8 = req.fp8_lm_head and image.knows(FP8_LM_HEAD_ENV) and not board.loaded_with(faults.FP8_ENV_IGNORED)
     draft = req.mtp and not board.loaded_with(faults.MTP_DRAFT_MISSING)
     shared = (
         draft
@@ -68,10 +77,10 @@ def decide(
         and not req.token_map
         and not board.loaded_with(faults.DRAFT_LM_HEAD_UNSHARED)
     )
-    plugins = [p.strip() for p in env.get(F.PLUGINS_ENV, "").split(",")]
+    plugins = [p.strip() for p in env.get(PLUGINS_ENV, "").split(",")]
     return Engaged(
         humming=req.humming and not fallback,
-        moe_key=_moe_key(req, resolved_backend, fallback),
+        moe_key=_resolved_moe_key(req, resolved_backend, fallback),
         fp8_lm_head=fp8,
         draft_loaded=draft,
         module_shared=shared,
@@ -104,7 +113,7 @@ def probe_report(engaged: Engaged) -> dict[str, Any]:
             # Its own BF16 module around the target's tensor: dtype follows the tensor, scales do not.
             draft_head = _head_record({**BF16_HEAD, "weight_dtype": target_head["weight_dtype"]})
         report["draft"] = {
-            "model_class": mtp.DRAFT_MODEL_CLASS,
+            "model_class": DRAFT_MODEL_CLASS,
             "lm_head": draft_head,
             "moe_layers": {engaged.moe_key: DRAFT_MOE_LAYERS},  # inherits the (resolved) runner choice
         }

@@ -17,17 +17,27 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkgate import sglang_flags as F
-from sparkgate.sim import faults, textgen, timing
+from sparkgate import conformance as C
+from sparkgate.sim import faults, reasoning, sglang_env, textgen, timing
 from sparkgate.sim.cli import EngineArgs
 from sparkgate.sim.engagement import Engaged, decide, probe_report
-from sparkgate.sim.image import IMAGES, exportable_env_vars
+from sparkgate.sim.image import FP8_LM_HEAD_ENV, IMAGES, exportable_env_vars
 from sparkgate.sim.knobs import Knobs
 from sparkgate.sim.logs import EngineLog
 from sparkgate.sim.metrics import EngineMetrics
 from sparkgate.sim.resolve import MAX_TOTAL_NUM_TOKENS, requested, resolve
 
 STARTING, READY = "starting", "ready"
+EXPOSE_OWN_ENV_VARS = C.env("expose_own_env_vars")
+GRAPH_LABEL = C.string_("graph_label_cuda")
+
+
+def prefill_line(new_tokens: int, queued: int, usage: float) -> str:
+    """SGLang's `Prefill batch` scheduler line for one new request (metrics_reporter.py)."""
+    return C.log_line(
+        "prefill_batch", iter="", new_seq=1, new_token=new_tokens, cached=0,
+        usage=C.log_line("token_usage_part", usage=usage) + ", ", running=0, queue=queued, pending=0,
+    )
 
 
 class NotReady(Exception):
@@ -47,6 +57,7 @@ class GenRequest:
     stream: bool
     stop: tuple[str, ...] = ()
     rid: str = field(default_factory=lambda: uuid.uuid4().hex)
+    require_reasoning: bool = False  # chat with a reasoning parser: meta_info counts reasoning_tokens
 
 
 @dataclass
@@ -140,7 +151,7 @@ class Engine:
         # that lost it), so it is neither applied nor listed among the exported env vars.
         visible = dict(self.env)
         if self.board.loaded_with(faults.FP8_ENV_IGNORED):
-            visible.pop(F.FP8_LM_HEAD_ENV, None)
+            visible.pop(FP8_LM_HEAD_ENV, None)
         with self._lock:
             self.visible_env = visible
             self.engaged = engaged
@@ -238,7 +249,7 @@ class Engine:
         accept = self.avg_spec_accept_length()
         if accept is not None:
             state["avg_spec_accept_length"] = accept
-        if F.env_is_true(self.env.get(F.EXPOSE_OWN_ENV_VARS_ENV, "")):
+        if sglang_env.is_true(self.env, EXPOSE_OWN_ENV_VARS):
             state["env_vars"] = exportable_env_vars(self.image, self.visible_env)
         engaged = self.engaged
         if engaged is not None and engaged.probe_installed and self.board.runtime(faults.PROBE_MISSING) is None:
@@ -293,31 +304,29 @@ class Engine:
         accept_length = timing.accept_length_for(
             seed, max_len=self.num_draft_tokens, broken=engaged.draft_reads_fp8_without_scales, degraded=degraded
         )
-        limit = req.max_new_tokens if req.max_new_tokens is not None else textgen.natural_length(seed)
+        thinks = textgen.model_thinks(req.prompt_key)
+        limit = req.max_new_tokens if req.max_new_tokens is not None else textgen.natural_length(seed, thinks)
         limit = max(1, limit)
         phase = (seed % 997) / 997.0  # where in the 2-2-3 pattern this request starts
-        self.log.scheduler(
-            f"Prefill batch, #new-seq: 1, #new-token: {req.prompt_tokens}, #cached-token: 0, "
-            f"token usage: {self._usage(req.prompt_tokens):.2f}, #running-req: 0, #queue-req: {self.queued}"
-        )
+        self.log.scheduler(prefill_line(req.prompt_tokens, self.queued, self._usage(req.prompt_tokens)))
         ttft = timing.ttft_s(req.prompt_tokens)
         start = time.monotonic()
         sim_elapsed = ttft
         self._sleep_until(start, sim_elapsed, epoch)
-        words = [textgen.word(seed, 0)]
-        ids = [textgen.token_id(seed, 0)]
+        first_word, first_id = textgen.output_token(seed, 0, thinks)
+        words, ids = [first_word], [first_id]
         new = list(words)  # the tokens the latest chunk adds
         itl_samples: list[tuple[float, int]] = []
         verify_ct = correct = 0
         stop_hit: str | None = None
         step = 0
         while True:
-            text = " " + " ".join(words)
+            text = textgen.render_output(words)
             stop_hit = next((s for s in req.stop if s and s in text), None)
             finished = len(words) >= limit or stop_hit is not None
             if finished:
                 break
-            yield Chunk(words, ids, new, False, self._meta(req, len(words), None), text)
+            yield Chunk(words, ids, new, False, self._meta(req, words, None), text)
             if step == 0:
                 # Anchor the decode schedule where the first token was handed over: a slow first write
                 # (a loaded machine) must not be made up for by shorter decode steps.
@@ -328,8 +337,9 @@ class Engine:
             dt = speed.verify_step_s(k) if spec else speed.plain_step_s()
             sim_elapsed += dt
             self._sleep_until(start, sim_elapsed - sim_elapsed_at_anchor, epoch)
-            new = [textgen.word(seed, len(words) + i) for i in range(k)]
-            ids.extend(textgen.token_id(seed, len(words) + i) for i in range(k))
+            emitted = [textgen.output_token(seed, len(words) + i, thinks) for i in range(k)]
+            new = [token for token, _ in emitted]
+            ids.extend(token_id for _, token_id in emitted)
             words.extend(new)
             itl_samples.append((dt, k))
             if spec:
@@ -344,18 +354,18 @@ class Engine:
             text = text[: text.index(stop_hit)]
         else:
             finish = {"type": "length", "length": len(words)}
-        meta = self._meta(req, len(words), finish)
-        meta["e2e_latency"] = queued_sim + sim_elapsed
+        meta = self._meta(req, words, finish)
+        e2e = queued_sim + sim_elapsed
+        meta[C.string_("meta_e2e_latency")] = e2e
         if spec and verify_ct > 0:
+            # Only on the final chunk, only with speculation (tokenizer_manager._calculate_spec_decoding_metrics).
             proposed = verify_ct * (self.num_draft_tokens - 1)
-            meta.update(
-                spec_accept_rate=correct / proposed if proposed else 0.0,
-                spec_accept_length=len(words) / verify_ct,
-                spec_num_correct_drafts=correct,
-                spec_num_proposed_drafts=proposed,
-                spec_verify_ct=verify_ct,
-            )
-        self._finish(req, len(words), verify_ct, queued_sim + ttft, itl_samples, meta["e2e_latency"])
+            meta[C.string_("meta_spec_accept_rate")] = correct / proposed if proposed else 0.0
+            meta[C.string_("meta_spec_accept_length")] = len(words) / verify_ct
+            meta[C.string_("meta_spec_num_correct_drafts")] = correct
+            meta[C.string_("meta_spec_num_proposed_drafts")] = proposed
+            meta[C.string_("meta_spec_verify_ct")] = verify_ct
+        self._finish(req, len(words), verify_ct, queued_sim + ttft, itl_samples, e2e)
         yield Chunk(words, ids, new, True, meta, text)
 
     def _sleep_until(self, start: float, sim_offset: float, epoch: int) -> None:
@@ -373,15 +383,17 @@ class Engine:
     def _usage(tokens: int) -> float:
         return tokens / MAX_TOTAL_NUM_TOKENS
 
-    def _meta(self, req: GenRequest, completion_tokens: int, finish: dict | None) -> dict[str, Any]:
+    def _meta(self, req: GenRequest, tokens: list[str], finish: dict | None) -> dict[str, Any]:
+        """The meta_info keys SGLang always sends (tokenizer_manager.py), in its order."""
+        reasoning_tokens = reasoning.reasoning_token_count(tokens) if req.require_reasoning else 0
         return {
             "id": req.rid,
-            "finish_reason": finish,
-            "prompt_tokens": req.prompt_tokens,
-            "weight_version": "default",
+            C.string_("meta_finish_reason"): finish,
+            C.string_("meta_prompt_tokens"): req.prompt_tokens,
+            C.string_("meta_weight_version"): self.resolved["weight_version"],
             "num_retractions": 0,
-            "reasoning_tokens": 0,
-            "completion_tokens": completion_tokens,
+            C.string_("meta_reasoning_tokens"): reasoning_tokens,
+            C.string_("meta_completion_tokens"): len(tokens),
             "cached_tokens": 0,
         }
 
@@ -396,7 +408,7 @@ class Engine:
                 w.accepted_tokens += k
                 w.correct_drafts += k - 1
             if self.metrics is not None:
-                mode = "decode_cuda_graph" if engaged.cuda_graph else "decode_none"
+                mode = C.string_("cuda_graph_mode_graph" if engaged.cuda_graph else "cuda_graph_mode_eager")
                 with self.metrics.registry.lock:
                     self.metrics.cuda_graph_passes.inc({**self.metrics.scheduler_labels, "mode": mode})
             if self.forward_ct_decode % self.decode_log_interval == 0:
@@ -406,18 +418,17 @@ class Engine:
         """The periodic `Decode batch` line and the gauges SGLang refreshes with it (lock held)."""
         w = self.window
         self.last_gen_throughput = w.tokens / w.sim_seconds if w.sim_seconds > 0 else 0.0
-        msg = f"Decode batch, #running-req: 1, #token: {seq_len}, token usage: {self._usage(seq_len):.2f}, "
+        usage = C.log_line("token_usage_part", usage=self._usage(seq_len))
+        msg = C.log_line("decode_batch", iter="", running=1, usage=f"#token: {seq_len}, {usage}, ")
         accept_len = accept_rate = 0.0
         if spec and w.verify_ct:
             accept_len = w.accepted_tokens / w.verify_ct
             accept_rate = w.correct_drafts / (w.verify_ct * (self.num_draft_tokens - 1))
             self.spec_total_accepted += w.accepted_tokens
             self.spec_total_verify_ct += w.verify_ct
-            msg += f"accept len: {accept_len:.2f}, accept rate: {accept_rate:.2f}, "
-        msg += (
-            f"cuda graph: {engaged.cuda_graph}, gen throughput (token/s): {self.last_gen_throughput:.2f}, "
-            f"#queue-req: {self.queued}"
-        )
+            msg += C.log_line("decode_accept", accept_len=accept_len, accept_rate=accept_rate)
+        msg += C.log_line("decode_tail", graph_label=GRAPH_LABEL, cuda_graph=engaged.cuda_graph,
+                          throughput=self.last_gen_throughput, queue=self.queued)
         self.log.scheduler(msg)
         if self.metrics is not None:
             m, labels = self.metrics, self.metrics.scheduler_labels

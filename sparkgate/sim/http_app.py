@@ -255,7 +255,8 @@ class SimHandler(BaseHTTPRequestHandler):
         self._openai("completion", openai_api.completion_request)
 
     def chat_completions(self) -> None:
-        self._openai("chat", openai_api.chat_request)
+        parser = self.engine.resolved.get("reasoning_parser")
+        self._openai("chat", lambda body: openai_api.chat_request(body, parser))
 
     def _openai(self, kind: str, parse: Callable[[dict], GenRequest]) -> None:
         body = self._body()
@@ -264,7 +265,8 @@ class SimHandler(BaseHTTPRequestHandler):
             req = parse(body)
         except (openai_api.BadRequest, TypeError, ValueError) as exc:
             raise HttpError(400, {"object": "error", "message": str(exc), "type": "BadRequestError", "param": None, "code": 400}) from None
-        shaper = openai_api.Shaper(kind, body.get("model") or self.engine.served_model_name)
+        shaper = openai_api.Shaper(kind, body.get("model") or self.engine.served_model_name,
+                                   self.engine.resolved.get("reasoning_parser"), body)
         chunks = self.engine.generate(req)
         if not req.stream:
             last = _last(chunks)
@@ -279,11 +281,12 @@ class SimHandler(BaseHTTPRequestHandler):
                 sse.event(shaper.first_chat_delta())
             final = None
             for chunk in chunks:
-                event = shaper.delta(chunk)
+                events = shaper.deltas(chunk)
                 sglext = openai_api.spec_tokens_details(body, chunk.meta_info)
-                if sglext:  # only the final chunk carries the speculative fields
-                    event["sglext"] = sglext
-                sse.event(event)
+                if sglext and events:  # only the final chunk carries the speculative fields
+                    events[-1]["sglext"] = sglext
+                for event in events:
+                    sse.event(event)
                 final = chunk
             if final is not None and openai_api.include_usage(body):
                 sse.event(shaper.usage_chunk(final.meta_info))

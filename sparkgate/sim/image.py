@@ -10,30 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sparkgate import fork
-from sparkgate import sglang_flags as F
+from sparkgate import conformance
+from sparkgate.sim import sglang_env
 
-# A small slice of SGLang 0.5.23's `Envs` (environ.py): the variables the bundle sets or that matter
-# to the evidence. `exportable_env_vars()` only ever reports declared variables, so this list is what
-# `internal_states[0].env_vars` can contain.
-STOCK_DECLARED_ENV = (
-    F.EXPOSE_OWN_ENV_VARS_ENV,
-    F.PLUGINS_ENV,
-    "SGLANG_ENABLE_JIT_DEEPGEMM",
-    "SGLANG_JIT_DEEPGEMM_PRECOMPILE",
-    "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN",
-    "SGLANG_FP8_IGNORED_LAYERS",
-    "SGLANG_DSV4_FP4_DEQUANT",
-    "SGLANG_HUMMING_ONLINE_QUANT_CONFIG",
-    "SGLANG_HUMMING_INPUT_QUANT_CONFIG",
-    "SGLANG_HUMMING_USE_F16_ACCUM",
-    "SGLANG_HUMMING_MOE_GEMM_TYPE",
-    "SGLANG_HEALTH_CHECK_TIMEOUT",
-    "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION",
-    "SGLANG_LOG_MS",
-    "SGLANG_DSPARK_FP32_LM_HEAD",
-    "SGLANG_ROCM_OPT_DSPARK_FP8_LM_HEAD",
-)
+# A slice of SGLang 0.5.23's `Envs` (environ.py): the variables the bundle sets or that matter to the
+# evidence, every one checked as declared by the conformance test. `exportable_env_vars()` only ever
+# reports declared variables, so this list is what `internal_states[0].env_vars` can contain.
+STOCK_DECLARED_ENV = tuple(entry["text"] for entry in conformance.fixture()["env"].values())
+FORK_ONLY_ENV = conformance.fork_only_of_kind("env")
+FP8_LM_HEAD_ENV = conformance.fork_only("fp8_lm_head_env")
 
 
 @dataclass(frozen=True)
@@ -47,22 +32,14 @@ class Image:
 
 
 IMAGES = {
-    "fork": Image("fork", STOCK_DECLARED_ENV + tuple(fork.FORK_ONLY_ENV), draft_shares_lm_head_module=True),
+    "fork": Image("fork", STOCK_DECLARED_ENV + FORK_ONLY_ENV, draft_shares_lm_head_module=True),
     "stock": Image("stock", STOCK_DECLARED_ENV, draft_shares_lm_head_module=False),
 }
 
 
 def engine_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The environment as SGLang sees it after import: legacy SGL_* names copied to SGLANG_*.
-
-    (SGLang's rewrite overwrites an SGLANG_ name with the legacy value; we do the same.)
-    """
-    env = dict(environ)
-    for key, value in environ.items():
-        canonical = F.canonical_env_name(key)
-        if canonical != key:
-            env[canonical] = value
-    return env
+    """The environment as SGLang sees it after import: legacy SGL_* names copied to SGLANG_*."""
+    return sglang_env.with_legacy_names_rewritten(environ)
 
 
 def exportable_env_vars(image: Image, env: Mapping[str, str]) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """A tiny Prometheus text-format registry (no prometheus_client: the sim image is stdlib-only).
 
-Names, types and label sets follow SGLang 0.5.23's metrics_collector: scheduler-side series carry
+Names (from the conformance fixture), types and label sets follow SGLang 0.5.23's metrics_collector: scheduler-side series carry
 model_name/engine_type/tp_rank/pp_rank/moe_ep_rank, tokenizer-side ones model_name/engine_type
 (+ is_streaming where SGLang adds it).
 """
@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Mapping
+
+from sparkgate import conformance as C
 
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
 ITL_BUCKETS = (
@@ -128,46 +130,46 @@ class EngineMetrics:
         self.tokenizer_labels = {"model_name": served_model_name, "engine_type": "unified"}
         self.scheduler_labels = {**self.tokenizer_labels, "tp_rank": 0, "pp_rank": 0, "moe_ep_rank": 0}
         # scheduler side
-        self.num_running_reqs = r.add(Gauge("sglang:num_running_reqs", "The number of running requests."))
-        self.num_queue_reqs = r.add(Gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue."))
-        self.num_used_tokens = r.add(Gauge("sglang:num_used_tokens", "The number of used tokens."))
-        self.token_usage = r.add(Gauge("sglang:token_usage", "The token usage."))
-        self.gen_throughput = r.add(Gauge("sglang:gen_throughput", "The generation throughput (token/s)."))
+        self.num_running_reqs = r.add(Gauge(C.metric("num_running_reqs"), "The number of running requests."))
+        self.num_queue_reqs = r.add(Gauge(C.metric("num_queue_reqs"), "The number of requests in the waiting queue."))
+        self.num_used_tokens = r.add(Gauge(C.metric("num_used_tokens"), "The number of used tokens."))
+        self.token_usage = r.add(Gauge(C.metric("token_usage"), "The token usage."))
+        self.gen_throughput = r.add(Gauge(C.metric("gen_throughput"), "The generation throughput (token/s)."))
         self.spec_accept_length = r.add(
             Gauge(
-                "sglang:spec_accept_length",
+                C.metric("spec_accept_length"),
                 "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).",
             )
         )
         self.spec_accept_rate = r.add(
-            Gauge("sglang:spec_accept_rate", "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).")
+            Gauge(C.metric("spec_accept_rate"), "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).")
         )
-        self.spec_num_steps = r.add(Gauge("sglang:spec_num_steps", "Currently active speculative_num_steps."))
+        self.spec_num_steps = r.add(Gauge(C.metric("spec_num_steps"), "Currently active speculative_num_steps."))
         self.spec_num_draft_tokens = r.add(
-            Gauge("sglang:spec_num_draft_tokens", "Currently active speculative_num_draft_tokens.")
+            Gauge(C.metric("spec_num_draft_tokens"), "Currently active speculative_num_draft_tokens.")
         )
-        self.is_cuda_graph = r.add(Gauge("sglang:is_cuda_graph", "Whether the batch is using CUDA graph."))
+        self.is_cuda_graph = r.add(Gauge(C.metric("is_cuda_graph"), "Whether the batch is using CUDA graph."))
         self.cuda_graph_passes = r.add(
-            Counter("sglang:cuda_graph_passes_total", "Total number of forward passes categorized by CUDA graph.")
+            Counter(C.metric("cuda_graph_passes"), "Total number of forward passes categorized by CUDA graph.")
         )
-        self.weight_memory = r.add(Gauge("sglang:weight_memory_usage_gb", "Weight memory usage in GB."))
-        self.startup_time = r.add(Gauge("sglang:startup_time_seconds", "Startup time by phase in seconds."))
+        self.weight_memory = r.add(Gauge(C.metric("weight_memory"), "Weight memory usage in GB."))
+        self.startup_time = r.add(Gauge(C.metric("startup_time"), "Startup time by phase in seconds."))
         # tokenizer side
-        self.prompt_tokens = r.add(Counter("sglang:prompt_tokens_total", "Number of prefill tokens processed."))
-        self.generation_tokens = r.add(Counter("sglang:generation_tokens_total", "Number of generation tokens processed."))
+        self.prompt_tokens = r.add(Counter(C.metric("prompt_tokens"), "Number of prefill tokens processed."))
+        self.generation_tokens = r.add(Counter(C.metric("generation_tokens"), "Number of generation tokens processed."))
         self.spec_verify_calls = r.add(
-            Counter("sglang:spec_verify_calls_total", "Number of speculative decoding verification calls.")
+            Counter(C.metric("spec_verify_calls"), "Number of speculative decoding verification calls.")
         )
-        self.num_requests = r.add(Counter("sglang:num_requests_total", "Number of requests processed."))
+        self.num_requests = r.add(Counter(C.metric("num_requests"), "Number of requests processed."))
         self.ttft = r.add(
-            Histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS)
+            Histogram(C.metric("ttft"), "Histogram of time to first token in seconds.", TTFT_BUCKETS)
         )
         self.itl = r.add(
-            Histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS)
+            Histogram(C.metric("itl"), "Histogram of inter-token latency in seconds.", ITL_BUCKETS)
         )
         self.e2e = r.add(
             Histogram(
-                "sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", E2E_BUCKETS
+                C.metric("e2e"), "Histogram of End-to-end request latency in seconds", E2E_BUCKETS
             )
         )
 

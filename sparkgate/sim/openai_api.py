@@ -1,5 +1,6 @@
 """OpenAI-compatible request parsing and response shaping (`/v1/completions`, `/v1/chat/completions`),
-in the shapes SGLang's OpenAI layer returns, including the `stream_options.include_usage` chunk."""
+in the shapes SGLang's OpenAI layer returns, including the `stream_options.include_usage` chunk and,
+with `--reasoning-parser`, the `reasoning_content` / `content` split (see reasoning.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import time
 import uuid
 from typing import Any
 
-from sparkgate.sim import textgen
+from sparkgate import conformance as C
+from sparkgate.sim import reasoning, textgen
 from sparkgate.sim.engine import Chunk, GenRequest
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's (and SGLang's CompletionRequest) default
@@ -50,15 +52,20 @@ def completion_request(body: dict) -> GenRequest:
     return GenRequest(key, count, max_tokens, _sampling(body), bool(body.get("stream")), _stop(body))
 
 
-def chat_request(body: dict) -> GenRequest:
+def chat_request(body: dict, reasoning_parser: str | None = None) -> GenRequest:
     _check_n(body)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages must be a non-empty list")
-    rendered = textgen.render_chat(messages)
+    kwargs = body.get("chat_template_kwargs")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise BadRequest("chat_template_kwargs must be an object")
+    # chat_template_kwargs reach the template (serving_chat.py passes them to apply_chat_template).
+    rendered = textgen.render_chat(messages, thinking=reasoning.thinking_requested(body))
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     return GenRequest(
-        rendered, textgen.count_tokens(rendered), max_tokens, _sampling(body), bool(body.get("stream")), _stop(body)
+        rendered, textgen.count_tokens(rendered), max_tokens, _sampling(body), bool(body.get("stream")), _stop(body),
+        require_reasoning=reasoning_parser is not None,
     )
 
 
@@ -68,26 +75,29 @@ def include_usage(body: dict) -> bool:
 
 
 def finish_reason(meta: dict) -> tuple[str | None, Any]:
-    reason = meta.get("finish_reason")
+    reason = meta.get(C.string_("meta_finish_reason"))
     if not reason:
         return None, None
     return reason["type"], reason.get("matched")
 
 
 def usage(meta: dict) -> dict[str, Any]:
-    prompt, completion = meta["prompt_tokens"], meta["completion_tokens"]
+    """UsageProcessor.calculate_token_usage: completion_tokens_details only when reasoning was counted."""
+    prompt, completion = meta[C.string_("meta_prompt_tokens")], meta[C.string_("meta_completion_tokens")]
+    thought = meta.get(C.string_("meta_reasoning_tokens")) or 0
     return {
         "prompt_tokens": prompt,
         "total_tokens": prompt + completion,
         "completion_tokens": completion,
         "prompt_tokens_details": None,
-        "reasoning_tokens": 0,
+        "reasoning_tokens": thought,
+        "completion_tokens_details": {"reasoning_tokens": thought} if thought else None,
     }
 
 
-SPEC_DETAIL_KEYS = (
+SPEC_DETAIL_KEYS = tuple(C.string_(f"meta_{key}") for key in (
     "spec_accept_rate", "spec_accept_length", "spec_num_correct_drafts", "spec_num_proposed_drafts", "spec_verify_ct",
-)
+))
 
 
 def spec_tokens_details(body: dict, meta: dict) -> dict[str, Any] | None:
@@ -102,12 +112,16 @@ def spec_tokens_details(body: dict, meta: dict) -> dict[str, Any] | None:
 class Shaper:
     """Turns engine chunks into one endpoint's response objects (one id/created per request)."""
 
-    def __init__(self, kind: str, model: str):
+    def __init__(self, kind: str, model: str, reasoning_parser: str | None = None, body: dict | None = None):
         self.kind = kind  # "completion" | "chat"
         self.model = model
         self.id = ("cmpl-" if kind == "completion" else "chatcmpl-") + uuid.uuid4().hex
         self.created = int(time.time())
         self.sent_chars = 0
+        body = body or {}
+        # serving_chat runs the parser only with a server parser and the request's separate_reasoning (default on).
+        self.separates = kind == "chat" and reasoning_parser is not None and body.get("separate_reasoning", True) is not False
+        self.splitter = reasoning.StreamSplitter(stream_reasoning=body.get("stream_reasoning", True) is not False)
 
     def _base(self, obj: str) -> dict[str, Any]:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
@@ -118,7 +132,13 @@ class Shaper:
             choice = {"index": 0, "text": chunk.text, "logprobs": None, "finish_reason": reason, "matched_stop": matched}
             body = self._base("text_completion")
         else:
-            message = {"role": "assistant", "content": chunk.text.lstrip(), "reasoning_content": None, "tool_calls": None}
+            if self.separates:
+                split = reasoning.split_whole(chunk.text)
+                # content is "" rather than None when empty; reasoning_content None when empty.
+                content, thought = split.content, split.reasoning or None
+            else:
+                content, thought = chunk.text.lstrip(), None
+            message = {"role": "assistant", "content": content, "reasoning_content": thought, "tool_calls": None}
             choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": reason, "matched_stop": matched}
             body = self._base("chat.completion")
         body.update(choices=[choice], usage=usage(chunk.meta_info))
@@ -132,23 +152,46 @@ class Shaper:
         )
         return body
 
-    def delta(self, chunk: Chunk) -> dict[str, Any]:
+    def _piece(self, chunk: Chunk) -> str:
         """The text added since the last delta (cumulative text minus what was already sent)."""
-        text = chunk.text
-        if self.kind == "chat" and self.sent_chars == 0:
-            text = text.lstrip()
-            self.sent_chars = len(chunk.text) - len(text)
+        if self.kind == "chat" and not self.separates and self.sent_chars == 0:
+            self.sent_chars = len(chunk.text) - len(chunk.text.lstrip())
         piece = chunk.text[self.sent_chars :]
         self.sent_chars = len(chunk.text)
-        reason, matched = finish_reason(chunk.meta_info)
-        if self.kind == "completion":
-            choice = {"index": 0, "text": piece, "logprobs": None, "finish_reason": reason, "matched_stop": matched}
-            body = self._base("text_completion")
-        else:
-            choice = {"index": 0, "delta": {"content": piece}, "logprobs": None, "finish_reason": reason, "matched_stop": matched}
-            body = self._base("chat.completion.chunk")
+        return piece
+
+    def _chat_event(self, delta: dict[str, Any], reason: str | None = None, matched: Any = None) -> dict[str, Any]:
+        body = self._base("chat.completion.chunk")
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason, "matched_stop": matched}
         body.update(choices=[choice], usage=None)
         return body
+
+    def deltas(self, chunk: Chunk) -> list[dict[str, Any]]:
+        """The stream events one engine chunk becomes. Chat, as serving_chat streams it: a reasoning event
+        and/or a content event (only non-empty ones), and after the last chunk a separate event that
+        carries only the finish reason."""
+        piece = self._piece(chunk)
+        reason, matched = finish_reason(chunk.meta_info)
+        if self.kind == "completion":
+            body = self._base("text_completion")
+            choice = {"index": 0, "text": piece, "logprobs": None, "finish_reason": reason, "matched_stop": matched}
+            body.update(choices=[choice], usage=None)
+            return [body]
+        thought, content = "", piece
+        if self.separates:
+            split = self.splitter.feed(piece)
+            thought, content = split.reasoning, split.content
+            if reason is not None and reason != "abort":
+                end = self.splitter.finish()
+                thought, content = thought + end.reasoning, content + end.content
+        events = []
+        if thought:
+            events.append(self._chat_event({"reasoning_content": thought}))
+        if content:
+            events.append(self._chat_event({"content": content}))
+        if reason is not None:
+            events.append(self._chat_event({}, reason, matched))
+        return events
 
     def usage_chunk(self, meta: dict) -> dict[str, Any]:
         body = self._base("text_completion" if self.kind == "completion" else "chat.completion.chunk")

@@ -1,8 +1,8 @@
 """argv + env -> what the engine was asked for, and the resolved args `/server_info` reports.
 
 Only argv and env decide behaviour (never profile names): Humming is `--moe-runner-backend humming`,
-the FP8 head is a truthy `SGLANG_ENABLE_FP8_LM_HEAD` (legacy `SGL_` spelling included), MTP is
-`--speculative-algorithm NEXTN|EAGLE`.
+the FP8 head is `SGLANG_ENABLE_FP8_LM_HEAD` read as SGLang's EnvBool reads it (legacy `SGL_` spelling
+included; `on` is invalid and leaves it off), MTP is `--speculative-algorithm NEXTN|EAGLE`.
 """
 
 from __future__ import annotations
@@ -11,18 +11,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparkgate import sglang_flags as F
-from sparkgate.optimizations import humming, mtp
+from sparkgate import conformance as C
+from sparkgate.sim import reasoning, sglang_env
 from sparkgate.sim.cli import EngineArgs
 
-MODEL_ARCH = "BailingMoeV3ForCausalLM"
-MODEL_TYPE = "bailing_hybrid"
-MTP_ALGORITHMS = ("NEXTN", "EAGLE")
+MODEL_ARCH = C.class_name("target_model")
+MODEL_TYPE = "bailing_hybrid"  # sglang/srt/configs/bailing_hybrid.py
+HUMMING_BACKEND = C.string_("moe_backend_humming")
+EAGLE = C.string_("spec_algorithm_eagle")
+MTP_ALGORITHMS = (C.string_("spec_algorithm_nextn"), EAGLE)
 # Every built-in speculative algorithm name of 0.5.23; anything else fails resolution.
 KNOWN_SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
 DEFAULT_SPEC_PARAMS = (3, 1, 4)  # _auto_choose_speculative_params for Bailing archs
 # With the Ling-3 mixed FP8/MXFP4 checkpoint on SM12x, `auto` resolves to flashinfer_mxfp4.
-AUTO_MOE_BACKEND = "flashinfer_mxfp4"
+AUTO_MOE_BACKEND = C.string_("moe_backend_flashinfer_mxfp4")
 DEFAULT_CONTEXT_LEN = 262144
 MAX_TOTAL_NUM_TOKENS = 786432
 # Memory-derived on a real engine; the simulator still runs one request at a time whatever it says.
@@ -95,11 +97,11 @@ def spec_algorithm(args: EngineArgs) -> str | None:
 
 
 def requested(args: EngineArgs, env: Mapping[str, str]) -> Requested:
-    backend = args.get("moe_runner_backend", "auto")
+    backend = args.get("moe_runner_backend", C.string_("moe_backend_auto"))
     decode_graph = args.get("cuda_graph_backend_decode", "full")
     return Requested(
-        humming=backend == humming.BACKEND,
-        fp8_lm_head=F.env_is_true(env.get(F.FP8_LM_HEAD_ENV, "")),
+        humming=backend == HUMMING_BACKEND,
+        fp8_lm_head=sglang_env.is_true(env, C.fork_only("fp8_lm_head_env")),
         mtp=spec_algorithm(args) in MTP_ALGORITHMS,
         cuda_graph=not args.get("disable_cuda_graph", False) and decode_graph != "disabled",
         fp32_lm_head=bool(args.get("enable_fp32_lm_head", False)),
@@ -122,18 +124,22 @@ def resolve(args: EngineArgs) -> dict[str, Any]:
         raise ResolutionError(
             f"speculative algorithm {algorithm} needs a separate draft model; this checkpoint ships NEXTN only"
         )
+    parser = args.get("reasoning_parser")
+    if parser is not None and parser not in reasoning.SUPPORTED_PARSERS:
+        # SGLang has many more; the simulator models only the one the bundle uses, and says so.
+        raise ResolutionError(f"the simulator models --reasoning-parser {reasoning.DEEPSEEK_R1} only, got {parser!r}")
     out = dict(_DEFAULTS)
     out.update(args.values)
     out["tokenizer_path"] = out["tokenizer_path"] or out["model_path"]
     out["served_model_name"] = out["served_model_name"] or out["model_path"]
-    if out["moe_runner_backend"] == "auto":
+    if out["moe_runner_backend"] == C.string_("moe_backend_auto"):
         out["moe_runner_backend"] = AUTO_MOE_BACKEND
     if out["attention_backend"] is None:
         out["attention_backend"] = "triton"  # "Attention backend not specified. Use triton backend by default."
     if out["context_length"] is None:
         out["context_length"] = DEFAULT_CONTEXT_LEN
     if algorithm is not None:
-        out["speculative_algorithm"] = mtp.RESOLVED_ALGORITHM  # NEXTN is EAGLE with the checkpoint's layer
+        out["speculative_algorithm"] = EAGLE  # NEXTN is EAGLE with the checkpoint's layer (speculative_hook.py)
         steps = out["speculative_num_steps"]
         topk = out["speculative_eagle_topk"]
         tokens = out["speculative_num_draft_tokens"]

@@ -1,6 +1,7 @@
 """The startup sequence: SGLang's phases and log lines, in SGLang's order, with simulated durations.
 
-Which lines appear follows from what engaged (see engagement.py), never from fault names:
+Every line is rendered from SGLang's own format (the conformance fixture). Which lines appear follows
+from what engaged (see engagement.py), never from fault names:
   - `Online FP8 quantization enabled for lm_head.` once, only when the fork quantized the head;
   - a second `Load weight begin/end ... type=BailingMoeForCausalLMNextN` only when the draft loads;
   - `Capture ... CUDA graph begin/end` only when decode CUDA graphs are captured;
@@ -14,9 +15,10 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from sparkgate.optimizations import fp8_lm_head, mtp
-from sparkgate.sim import faults
-from sparkgate.sim.engine import Restarted
+from sparkgate import conformance as C
+from sparkgate.sim import faults, sglang_env
+from sparkgate.sim.engagement import DRAFT_MODEL_CLASS
+from sparkgate.sim.engine import Restarted, prefill_line
 from sparkgate.sim.resolve import MAX_TOTAL_NUM_TOKENS, MODEL_ARCH
 
 if TYPE_CHECKING:
@@ -29,7 +31,15 @@ FP8_HEAD_SAVING_GB = 0.40  # the same head in FP8: 0.805 GB -> 0.402 GB
 DRAFT_WEIGHTS_GB = 3.21
 KV_POOL_GB = 24.0
 GRAPH_GB = {"target": 0.62, "draft_decode": 0.18, "draft_extend": 0.21, "decode": 0.55}
-CHECKPOINT_QUANT = "quant=fp8, fmt=e4m3"  # the checkpoint's quantization_config, not the runtime method
+CHECKPOINT_QUANT = "quant=fp8, fmt=e4m3, "  # the checkpoint's quantization_config, not the runtime method
+GEMM_TYPE_ENV = C.env("humming_moe_gemm_type")
+# humming-kernels' GemmType values (the package, not SGLang, defines them; SGLang picks GROUPED_CONTIGUOUS
+# for SGLANG_HUMMING_MOE_GEMM_TYPE=grouped and INDEXED otherwise, moe_runner/humming.py).
+GEMM_INDEXED, GEMM_GROUPED_CONTIGUOUS = C.string_("gemm_indexed"), "grouped_contiguous"
+CUDA_GRAPH = C.string_("graph_backend_cuda")
+FP8_HEAD_LOG = C.fork_only("fp8_lm_head_log")
+FP8_HEAD_ENV = C.fork_only("fp8_lm_head_env")
+ENVIRON_PY = "/sgl-workspace/sglang/python/sglang/srt/environ.py:82"
 
 
 class _Memory:
@@ -43,11 +53,12 @@ class _Memory:
 
 
 def _server_args_line(engine: Engine) -> str:
-    return "server_args=" + repr(dict(engine.resolved))
+    return C.log_line("server_args", args=repr(dict(engine.resolved)))
 
 
-def _gemm_type(engine: Engine) -> str:
-    return "grouped_contiguous" if engine.env.get("SGLANG_HUMMING_MOE_GEMM_TYPE", "").strip() == "grouped" else "indexed"
+def _humming_line(engine: Engine) -> str:
+    grouped = engine.env.get(GEMM_TYPE_ENV, "").lower() == C.string_("gemm_grouped")
+    return C.log_line("humming_gemm", gemm_type=GEMM_GROUPED_CONTIGUOUS if grouped else GEMM_INDEXED)
 
 
 def run_startup(engine: Engine, epoch: int) -> None:
@@ -69,14 +80,18 @@ def _run(engine: Engine, epoch: int) -> None:
     def elapsed_since(tic: float) -> float:
         return (time.monotonic() - tic) / engine.knobs.time_scale
 
+    for name in (C.env("expose_own_env_vars"), FP8_HEAD_ENV):
+        _, warning = sglang_env.read_bool(engine.env, name)
+        if warning:  # EnvField.get warns (warnings.warn goes to stderr) and keeps the default
+            log.traceback(f"{ENVIRON_PY}: UserWarning: {warning}")
     log.info(_server_args_line(engine))
     if engine.args.get("attention_backend") is None:
-        log.info("Attention backend not specified. Use triton backend by default.")
+        log.info(C.log_line("attention_backend_default", backend="triton"))
     engine.sleep_sim(phases["init"], epoch)
 
     # -- target weights
     tic = time.monotonic()
-    log.scheduler(f"Load weight begin. avail mem={mem.avail:.2f} GB")
+    log.scheduler(C.log_line("load_weight_begin", avail=mem.avail))
     if board.loaded_with(faults.CRASH_AT_LOAD):
         engine.sleep_sim(phases["load_weights"] * 0.4, epoch)
         _crash_at_load(engine)
@@ -85,30 +100,26 @@ def _run(engine: Engine, epoch: int) -> None:
             engine.sleep_sim(1.0, epoch)
     if engaged.fp8_lm_head:
         engine.sleep_sim(phases["load_weights"] * 0.02, epoch)
-        log.scheduler(fp8_lm_head.LOG_SIGNATURE)
+        log.scheduler(FP8_HEAD_LOG)
         engine.sleep_sim(phases["load_weights"] * 0.98, epoch)
     else:
         engine.sleep_sim(phases["load_weights"], epoch)
     target_gb = TARGET_WEIGHTS_GB - (FP8_HEAD_SAVING_GB if engaged.fp8_lm_head else 0.0)
     _, after = mem.take(target_gb)
     load_weight = elapsed_since(tic)
-    log.scheduler(
-        f"Load weight end. elapsed={load_weight:.2f} s, type={MODEL_ARCH}, {CHECKPOINT_QUANT}, "
-        f"avail mem={after:.2f} GB, mem usage={target_gb:.2f} GB."
-    )
+    log.scheduler(C.log_line("load_weight_end", elapsed=load_weight, model_class=MODEL_ARCH, quant=CHECKPOINT_QUANT,
+                             avail=after, usage=target_gb))
     weight_gb = target_gb
 
     # -- NEXTN draft (same checkpoint)
     if engaged.draft_loaded:
         tic = time.monotonic()
-        log.scheduler(f"Load weight begin. avail mem={mem.avail:.2f} GB")
+        log.scheduler(C.log_line("load_weight_begin", avail=mem.avail))
         engine.sleep_sim(phases["load_draft_weights"], epoch)
         _, after = mem.take(DRAFT_WEIGHTS_GB)
         load_weight += elapsed_since(tic)
-        log.scheduler(
-            f"Load weight end. elapsed={elapsed_since(tic):.2f} s, type={mtp.DRAFT_MODEL_CLASS}, {CHECKPOINT_QUANT}, "
-            f"avail mem={after:.2f} GB, mem usage={DRAFT_WEIGHTS_GB:.2f} GB."
-        )
+        log.scheduler(C.log_line("load_weight_end", elapsed=elapsed_since(tic), model_class=DRAFT_MODEL_CLASS,
+                                 quant=CHECKPOINT_QUANT, avail=after, usage=DRAFT_WEIGHTS_GB))
         weight_gb += DRAFT_WEIGHTS_GB
     startup["load_weight"] = load_weight
 
@@ -116,7 +127,7 @@ def _run(engine: Engine, epoch: int) -> None:
     tic = time.monotonic()
     engine.sleep_sim(phases["kv_cache"], epoch)
     _, after = mem.take(KV_POOL_GB)
-    log.scheduler(f"Memory pool end. avail mem={after:.2f} GB")
+    log.scheduler(C.log_line("memory_pool_end", avail=after))
     startup["kv_cache_allocation"] = elapsed_since(tic)
 
     # -- CUDA graphs
@@ -130,45 +141,37 @@ def _run(engine: Engine, epoch: int) -> None:
         else:
             name, tokens_per_req, graph_gb = "target decode", 1, GRAPH_GB["decode"]
         tic = time.monotonic()
-        log.scheduler(
-            f"Capture {name} CUDA graph begin. backend={backend}, num_tokens_per_req={tokens_per_req}, "
-            f"avail mem={mem.avail:.2f} GB"
-        )
+        log.scheduler(C.log_line("capture_begin", name=name, graph=CUDA_GRAPH, backend=backend, tokens=tokens_per_req,
+                                 avail=mem.avail))
         if engaged.humming:
             engine.sleep_sim(phases["capture_target"] * 0.1, epoch)
-            log.scheduler(f"Using {_gemm_type(engine)} gemm for humming moe")
+            log.scheduler(_humming_line(engine))
             humming_logged = True
             engine.sleep_sim(phases["capture_target"] * 0.9, epoch)
         else:
             engine.sleep_sim(phases["capture_target"], epoch)
         _, after = mem.take(graph_gb)
         graph_times["target"] = elapsed_since(tic)
-        log.scheduler(
-            f"Capture {name} CUDA graph end. bs={bs}, elapsed={graph_times['target']:.2f} s, "
-            f"mem usage={graph_gb:.2f} GB, avail mem={after:.2f} GB."
-        )
+        log.scheduler(C.log_line("capture_end", name=name, graph=CUDA_GRAPH, bs=bs, elapsed=graph_times["target"],
+                                 usage=graph_gb, avail=after))
         if engaged.draft_loaded:
             for kind, tokens, share in (("decode", engine.resolved["speculative_eagle_topk"], 0.5), ("extend", tokens_per_req, 0.5)):
                 tic = time.monotonic()
-                log.scheduler(
-                    f"Capture draft {kind} CUDA graph begin. backend={backend}, num_tokens_per_req={tokens}, "
-                    f"bs={bs}, avail mem={mem.avail:.2f} GB"
-                )
+                log.scheduler(C.log_line(f"capture_draft_{kind}_begin", backend=backend, tokens=tokens, bs=bs,
+                                         avail=mem.avail))
                 engine.sleep_sim(phases["capture_draft"] * share, epoch)
                 gb = GRAPH_GB[f"draft_{kind}"]
                 _, after = mem.take(gb)
                 graph_times[f"draft_{kind}"] = elapsed_since(tic)
-                log.scheduler(
-                    f"Capture draft {kind} CUDA graph end. elapsed={graph_times[f'draft_{kind}']:.2f} s, "
-                    f"mem usage={gb:.2f} GB, avail mem={after:.2f} GB."
-                )
+                log.scheduler(C.log_line(f"capture_draft_{kind}_end", elapsed=graph_times[f"draft_{kind}"], usage=gb,
+                                         avail=after))
     startup["cuda_graph"] = graph_times
-    log.scheduler(
-        f"max_total_num_tokens={MAX_TOTAL_NUM_TOKENS}, chunked_prefill_size={engine.resolved['chunked_prefill_size']}, "
-        f"max_prefill_tokens={engine.resolved['max_prefill_tokens']}, "
-        f"max_running_requests={engine.resolved['max_running_requests']}, "
-        f"context_len={engine.resolved['context_length']}, available_gpu_mem={mem.avail:.2f} GB"
-    )
+    resolved = engine.resolved
+    log.scheduler(C.log_line(
+        "scheduler_sizes", max_total_num_tokens=MAX_TOTAL_NUM_TOKENS, chunked_prefill_size=resolved["chunked_prefill_size"],
+        max_prefill_tokens=resolved["max_prefill_tokens"], max_running_requests=resolved["max_running_requests"],
+        context_len=resolved["context_length"], mem_label=C.string_("available_gpu_mem"), avail=mem.avail,
+    ))
     startup["scheduler_e2e"] = elapsed_since(tic_total)
 
     # -- HTTP server up, warmup request, ready
@@ -177,13 +180,10 @@ def _run(engine: Engine, epoch: int) -> None:
     log.raw("INFO:     Waiting for application startup.")
     log.raw("INFO:     Application startup complete.")
     log.raw(f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
-    log.scheduler(
-        "Prefill batch, #new-seq: 1, #new-token: 8, #cached-token: 0, token usage: 0.00, "
-        "#running-req: 0, #queue-req: 0"
-    )
+    log.scheduler(prefill_line(8, 0, 0.0))
     if engaged.humming and not humming_logged:
         engine.sleep_sim(phases["warmup"] * 0.3, epoch)
-        log.scheduler(f"Using {_gemm_type(engine)} gemm for humming moe")
+        log.scheduler(_humming_line(engine))
         engine.sleep_sim(phases["warmup"] * 0.7, epoch)
     else:
         engine.sleep_sim(phases["warmup"], epoch)
@@ -202,7 +202,7 @@ def _run(engine: Engine, epoch: int) -> None:
                 m.startup_time.set({**m.scheduler_labels, "phase": phase}, startup[phase])
     engine.weight_mem_gb = weight_gb
     # Logged just before /health turns 200, so a client that saw 200 also finds the line.
-    log.info("The server is fired up and ready to roll!")
+    log.info(C.log_format("ready"))
     engine.mark_ready(epoch, startup)
 
 

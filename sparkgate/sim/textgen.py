@@ -4,6 +4,13 @@ Tokenization is deliberately simple and documented: a token is a whitespace-sepa
 output vocabulary is 1,000 pseudo-words ("bade", "kilo"...) so every output token is one word and
 completion text split on whitespace gives back exactly `completion_tokens`. At temperature 0 the
 output is a pure function of the prompt (a hash of it seeds every token), as greedy decoding is.
+
+Thinking, as Ling-3.0-flash does it: a chat prompt that leaves the assistant turn open (the stand-in
+template's default, thinking on) makes the model open `<think>`, write some reasoning words, close it
+with `</think>` and then answer. With `enable_thinking: false` the template pre-fills an empty think
+block, and the model answers at once with no tags. A raw `/generate` prompt gets a plain continuation.
+The tags are tokens of their own; their text carries newlines instead of the leading space, so the
+output split on whitespace still gives back exactly `completion_tokens`.
 """
 
 from __future__ import annotations
@@ -20,6 +27,12 @@ VOCAB_SIZE = 1000
 VOCAB: tuple[str, ...] = tuple(_SYLLABLES[i // len(_SYLLABLES)] + _SYLLABLES[i % len(_SYLLABLES)] for i in range(VOCAB_SIZE))
 TOKEN_ID_OFFSET = 100  # ids below are reserved (0 = pad/health probe, 1 = EOS...)
 EOS_TOKEN_ID = 1
+THINK_START, THINK_END = "<think>", "</think>"
+THINK_TOKEN_IDS = {THINK_START: 3, THINK_END: 4}
+# How the detokenizer renders each tag (Ling-3 writes "<think>\n...\n</think>\n\n" around its reasoning).
+_TAG_TEXT = {THINK_START: THINK_START + "\n", THINK_END: "\n" + THINK_END + "\n\n"}
+ASSISTANT_OPEN = "<role:assistant>"
+THINKING_OFF_PREFILL = f"{THINK_START} {THINK_END}"  # the template closes the think block itself
 DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's sampling default for /generate
 
 
@@ -33,16 +46,27 @@ def prompt_token_count(text: str | None = None, input_ids: Iterable[int] | None 
     return count_tokens(text or "")
 
 
-def render_chat(messages: Iterable[Mapping[str, Any]]) -> str:
-    """A stand-in chat template: `<role:user> content ... <role:assistant>` (the markers are tokens)."""
+def render_chat(messages: Iterable[Mapping[str, Any]], thinking: bool = True) -> str:
+    """A stand-in chat template: `<role:user> content ... <role:assistant>` (the markers are tokens).
+    With thinking off it pre-fills an empty think block after the assistant marker."""
     parts = []
     for message in messages:
         content = message.get("content") or ""
         if isinstance(content, list):  # OpenAI content parts
             content = " ".join(p.get("text", "") for p in content if isinstance(p, Mapping))
         parts.append(f"<role:{message.get('role', 'user')}> {content}")
-    parts.append("<role:assistant>")
+    parts.append(ASSISTANT_OPEN if thinking else f"{ASSISTANT_OPEN} {THINKING_OFF_PREFILL}")
     return " ".join(parts)
+
+
+def model_thinks(prompt: str) -> bool:
+    """The model opens a think block when the prompt ends in an open assistant turn."""
+    return prompt.rstrip().endswith(ASSISTANT_OPEN)
+
+
+def reasoning_length(seed: int) -> int:
+    """Reasoning words between the tags (not counting them)."""
+    return 24 + seed % 40
 
 
 def request_seed(prompt_key: str, sampling: Mapping[str, Any]) -> int:
@@ -68,6 +92,30 @@ def word(seed: int, position: int) -> str:
     return VOCAB[token_index(seed, position)]
 
 
-def natural_length(seed: int) -> int:
+def _tag_at(seed: int, position: int, thinks: bool) -> str | None:
+    if not thinks:
+        return None
+    if position == 0:
+        return THINK_START
+    if position == reasoning_length(seed) + 1:
+        return THINK_END
+    return None
+
+
+def output_token(seed: int, position: int, thinks: bool = False) -> tuple[str, int]:
+    """(token text, token id) the model writes at `position`."""
+    tag = _tag_at(seed, position, thinks)
+    if tag is not None:
+        return tag, THINK_TOKEN_IDS[tag]
+    return word(seed, position), token_id(seed, position)
+
+
+def render_output(tokens: Iterable[str]) -> str:
+    """Detokenized output: words with a leading space, tags with their newlines."""
+    return "".join(_TAG_TEXT.get(t, " " + t) for t in tokens)
+
+
+def natural_length(seed: int, thinks: bool = False) -> int:
     """How many tokens the 'model' writes before EOS when the request sets no token limit."""
-    return 16 + seed % 48
+    answer = 16 + seed % 48
+    return answer + (reasoning_length(seed) + 2 if thinks else 0)

@@ -42,9 +42,11 @@ def test_openai_client_streaming_and_usage(start_profile):
     models = client.models.list()
     assert [m.id for m in models.data] == ["ling-v3-flash-fp4"]
 
+    # separate_reasoning off: the raw text (think tags included) is the content, token for token.
+    raw = {"separate_reasoning": False}
     stream = client.chat.completions.create(
         model="ling-v3-flash-fp4", messages=[{"role": "user", "content": PROMPT}], max_tokens=40, temperature=0,
-        stream=True, stream_options={"include_usage": True},
+        stream=True, stream_options={"include_usage": True}, extra_body=raw,
     )
     pieces, usage, finish = [], None, None
     for event in stream:
@@ -59,7 +61,8 @@ def test_openai_client_streaming_and_usage(start_profile):
     assert usage.total_tokens == usage.prompt_tokens + 40
 
     whole = client.chat.completions.create(
-        model="ling-v3-flash-fp4", messages=[{"role": "user", "content": PROMPT}], max_tokens=40, temperature=0
+        model="ling-v3-flash-fp4", messages=[{"role": "user", "content": PROMPT}], max_tokens=40, temperature=0,
+        extra_body=raw,
     )
     assert whole.choices[0].message.content == text  # temperature 0: same prompt, same text
     assert whole.usage.prompt_tokens == usage.prompt_tokens

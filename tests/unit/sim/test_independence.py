@@ -1,0 +1,72 @@
+"""The simulator takes nothing from the checker.
+
+If the simulator imported the gate's constants (log signatures, class names, dtypes), every CI run
+where the two agree would prove only that a string equals itself. So `sparkgate/sim/*.py` may import,
+from the rest of sparkgate, exactly two modules:
+
+- `sparkgate.conformance`: SGLang's own strings, from a fixture that tests/unit/test_sglang_conformance.py
+  holds against the installed SGLang 0.5.23 source. The checker reads the same fixture; agreement with
+  it is agreement with SGLang.
+- `sparkgate.sglang_cli`: SGLang's flag table (the committed CLI manifest, regenerated from SGLang's own
+  parser by tests/unit/test_sglang_manifest.py), so the simulator refuses exactly what `sglang serve`
+  refuses. It encodes SGLang's parser, not any decision of the gate.
+
+Everything else (optimizations, evidence, expectations, sentinel, rules, launch, sglang_flags, fork...)
+is the checker's or the renderer's and is off limits, directly or through a module-level import.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SIM = Path(__file__).resolve().parents[3] / "sparkgate" / "sim"
+ALLOWED = {"sparkgate.conformance", "sparkgate.sglang_cli"}
+
+
+def sparkgate_imports(source: str) -> set[str]:
+    """Every sparkgate module a file imports (any depth: function-level imports count too),
+    sparkgate.sim itself excluded."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] if node.module != "sparkgate" else [f"sparkgate.{a.name}" for a in node.names]
+        else:
+            continue
+        found.update(n for n in names if n.startswith("sparkgate") and not n.startswith("sparkgate.sim"))
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(SIM.glob("*.py")), ids=lambda p: p.name)
+def test_sim_module_imports_only_the_fixture_and_the_cli_table(path):
+    imported = sparkgate_imports(path.read_text(encoding="utf-8"))
+    assert imported <= ALLOWED, f"{path.name} imports {sorted(imported - ALLOWED)} from the checker side"
+
+
+def test_the_scan_sees_every_import_form():
+    source = (
+        "from sparkgate.optimizations import mtp\n"
+        "import sparkgate.evidence.common\n"
+        "from sparkgate import sglang_flags as F, conformance\n"
+        "def late():\n    from sparkgate.expectations import build\n"
+        "from sparkgate.sim import textgen\n"
+        "from . import faults\n"
+    )
+    assert sparkgate_imports(source) == {
+        "sparkgate.optimizations", "sparkgate.evidence.common", "sparkgate.sglang_flags", "sparkgate.conformance",
+        "sparkgate.expectations",
+    }
+
+
+def test_the_allowed_modules_bring_no_checker_along():
+    """What the two allowed modules import at module level stays outside the checker too."""
+    root = SIM.parent
+    conformance = sparkgate_imports((root / "conformance.py").read_text(encoding="utf-8"))
+    cli_table = sparkgate_imports((root / "sglang_cli.py").read_text(encoding="utf-8"))
+    fork = sparkgate_imports((root / "fork.py").read_text(encoding="utf-8"))
+    assert conformance == set()
+    assert cli_table <= {"sparkgate.fork"} and fork <= {"sparkgate.conformance"}  # fork-only flags: data only
