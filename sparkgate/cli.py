@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from sparkgate.problems import ProfileError
+from sparkgate.errors import run_cli
 
 EXIT_INVALID = 1
 EXIT_USAGE = 2
@@ -285,11 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except ProfileError as exc:
-        print(str(exc), file=sys.stderr)
-        return EXIT_INVALID
+    return run_cli(lambda: args.func(args), prefix="")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sparkgate.errors import Refusal
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -18,7 +20,7 @@ class Problem:
         return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-class ProfileError(Exception):
+class ProfileError(Refusal):
     """Raised when a profile cannot be turned into a launch; nothing has been written."""
 
     def __init__(self, problems: list[Problem]):

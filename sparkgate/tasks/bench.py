@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from invoke import Collection, Exit, task
+from invoke import Collection, Exit
+
+from sparkgate.tasks.common import require, sparkgate_task
 
 from sparkgate.problems import ProfileError
 
 
-@task(
+@sparkgate_task(
+    "bench",
     help={
         "profile": "profile name (its deploy record gives the gateway URL and the time scale)",
         "workload": "arith (generated, default), synthetic (seeded, speed only) or gsm8k (needs --jsonl)",
@@ -36,10 +39,11 @@ from sparkgate.problems import ProfileError
         "quiet": "no progress bar",
     }
 )
-def bench(c, profile, workload="arith", limit=None, count=None, jsonl=None, shots=None, greedy=False, sampled=False,
+def bench(c, profile=None, workload="arith", limit=None, count=None, jsonl=None, shots=None, greedy=False, sampled=False,
           api="chat", max_tokens=None, url=None, out=None, api_key_file=None, time_scale=None, label=None,
           record_floor=False, floor_margin=0.0, config=None, bandwidth=273.0, seed=20260, quiet=False):
     """Run a workload through a deployed stack's gateway, one request at a time; write build/bench/<run-id>/."""
+    require(profile, "profile", "invoke bench --profile all-three")
     from sparkgate.bench import run as run_mod
 
     if greedy and sampled:
@@ -62,8 +66,8 @@ def bench(c, profile, workload="arith", limit=None, count=None, jsonl=None, shot
         raise Exit("sparkgate bench: the run did not complete", code=1)
 
 
-@task(
-    positional=["runs"],
+@sparkgate_task(
+    "compare",
     help={
         "runs": "comma-separated run ids or directories, or `latest`: the newest run of each profile on the newest "
                 "run's prompt set",
@@ -75,8 +79,9 @@ def bench(c, profile, workload="arith", limit=None, count=None, jsonl=None, shot
                               "its accuracy is significantly worse",
     },
 )
-def compare(c, runs, baseline=None, alpha=0.05, out=None, no_png=False, fail_on_regression=False):
+def compare(c, runs=None, baseline=None, alpha=0.05, out=None, no_png=False, fail_on_regression=False):
     """Compare bench runs: the published table's columns, % change vs the baseline, McNemar, roofline fraction."""
+    require(runs, "runs", "invoke compare --runs baseline,all-three")
     from sparkgate.bench import report
     from sparkgate.bench import runs as runs_mod
 
@@ -94,7 +99,8 @@ def compare(c, runs, baseline=None, alpha=0.05, out=None, no_png=False, fail_on_
         raise Exit("sparkgate compare: regressions: " + "; ".join(comparison.regressions), code=1)
 
 
-@task(
+@sparkgate_task(
+    "roofline",
     help={
         "profile": "profile name: decides the LM head precision and the MTP window",
         "config": "checkpoint config.json (default: the checkpoint on this host, else the published shape)",
@@ -105,10 +111,11 @@ def compare(c, runs, baseline=None, alpha=0.05, out=None, no_png=False, fail_on_
         "json_out": "also write the numbers as JSON here",
     }
 )
-def roofline(c, profile, config=None, bandwidth=273.0, accept_length=None, context=1024, measured=None,
+def roofline(c, profile=None, config=None, bandwidth=273.0, accept_length=None, context=1024, measured=None,
              json_out=None):
     """Bytes read per decode step (experts, attention, LM head BF16/FP8, MTP draft and verify window) and the
     resulting upper bound on batch-1 decode speed."""
+    require(profile, "profile", "invoke roofline --profile all-three")
     import json
 
     from sparkgate import profiles

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from invoke import Collection, Exit, task
+from invoke import Collection, Exit
 
 from sparkgate import cli
 from sparkgate.problems import ProfileError
+from sparkgate.tasks.common import require, sparkgate_task
 
 
 def _run(argv: list[str]) -> None:
@@ -40,25 +41,26 @@ def _refuse_if_running(profile: str) -> None:
                    f"Fix: `invoke down --profile {name}` first, or `invoke deploy` (which replaces it)")
 
 
-@task
+@sparkgate_task("profiles")
 def profiles(c):
     """List shipped profiles with their optimizations and descriptions."""
     _run(["profiles"])
 
 
-@task(help={"profile": "profile name in profiles/ or a path to a YAML file"})
-def validate(c, profile):
+@sparkgate_task("validate", help={"profile": "profile name in profiles/ or a path to a YAML file"})
+def validate(c, profile=None):
     """Validate a profile (schema, SGLang flags, conflict rules); writes nothing."""
-    _run(["validate", "--profile", profile])
+    _run(["validate", "--profile", require(profile, "profile", "invoke validate --profile all-three")])
 
 
-@task(help={"profile": "profile name or YAML path"})
-def show(c, profile):
+@sparkgate_task("show", help={"profile": "profile name or YAML path"})
+def show(c, profile=None):
     """Show a profile's SGLang argv, engine env and the evidence the gate will require."""
-    _run(["show", "--profile", profile])
+    _run(["show", "--profile", require(profile, "profile", "invoke show --profile all-three")])
 
 
-@task(
+@sparkgate_task(
+    "render",
     help={
         "profile": "profile name or YAML path",
         "target": "spark (default) or sim",
@@ -66,28 +68,29 @@ def show(c, profile):
         "sim_time_scale": "simulator speed-up for the sim target (0.05 = 20x faster)",
     }
 )
-def render(c, profile, target="spark", dry_run=False, sim_time_scale=0.05):
-    """Render build/<profile>/ (compose.yaml, engine.env, argv.json, expectations.json, manifest.json)."""
+def render(c, profile=None, target="spark", dry_run=False, sim_time_scale=0.05):
+    """Render build/<profile>/ (compose.yaml, engine-env.json, argv.json, expectations.json, manifest.json)."""
+    require(profile, "profile", "invoke render --profile all-three")
     _refuse_if_running(profile)
     argv = ["render", "--profile", profile, "--target", target, "--sim-time-scale", str(sim_time_scale)]
     _run(argv + (["--dry-run"] if dry_run else []))
 
 
-@task(help={"check": "fail instead of writing when the committed file is stale"})
+@sparkgate_task("schema", help={"check": "fail instead of writing when the committed file is stale"})
 def schema(c, check=False):
     """Export the profile model's JSON Schema to schema/profile.schema.json."""
     _run(["schema"] + (["--check"] if check else []))
 
 
-@task(help={"check": "fail instead of writing when the committed file is stale"})
+@sparkgate_task("render-top-level", help={"check": "fail instead of writing when the committed file is stale"})
 def render_top_level(c, check=False):
     """Write the committed top-level compose.yaml (the all-three render for the spark target)."""
     _run(["render-top-level"] + (["--check"] if check else []))
 
 
-@task(help={"check": "fail instead of writing when the committed manifest is stale"})
+@sparkgate_task("manifest", help={"check": "fail instead of writing when the committed manifest is stale"})
 def manifest(c, check=False):
-    """Regenerate sparkgate/data/sglang-cli-0.5.23.json from the installed sglang==0.5.23."""
+    """Regenerate sparkgate/data/sglang-{cli,env}-0.5.23.json from the installed sglang==0.5.23."""
     _run(["manifest"] + (["--check"] if check else []))
 
 

@@ -8,21 +8,29 @@ import subprocess
 import sys
 from pathlib import Path
 
-from invoke import Collection, Exit, task
+from invoke import Collection, Exit
 
 from sparkgate import profiles
-from sparkgate.deploy import deploy as deploy_mod
 from sparkgate.bench.floor import FloorError
+from sparkgate.deploy import deploy as deploy_mod
 from sparkgate.deploy import docker_cli
 from sparkgate.evidence.client import fetch_json
 from sparkgate.paths import build_dir, repo_root
 from sparkgate.problems import ProfileError
+from sparkgate.tasks.common import STACK_HELP, require, sparkgate_task
 
 
-def _project(profile: str, project: str | None, out: str | None) -> docker_cli.Project:
+def _project(profile: str | None, project: str | None, out: str | None, task: str = "status") -> docker_cli.Project:
+    require(profile, "profile", f"invoke {task} --profile all-three")
     name = profiles.load(profile).profile.name
     bundle = Path(out) if out else build_dir() / name
     return docker_cli.Project(project or f"sparkgate-{name}", bundle / "compose.yaml")
+
+
+def _gateway_url(stack: docker_cli.Project, port) -> str:
+    if port:
+        return f"http://127.0.0.1:{int(port)}"
+    return _record(stack).get("gateway_url") or f"http://127.0.0.1:{os.environ.get('SPARKGATE_GATEWAY_PORT', 18000)}"
 
 
 def _record(project: docker_cli.Project) -> dict:
@@ -30,7 +38,8 @@ def _record(project: docker_cli.Project) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-@task(
+@sparkgate_task(
+    "deploy",
     help={
         "profile": "profile name or YAML path",
         "target": "spark (default: the DGX Spark this runs on) or sim (the simulator, where no Spark is present)",
@@ -48,10 +57,11 @@ def _record(project: docker_cli.Project) -> dict:
         "dry_run": "preflight and show what would be written and started, start nothing",
     }
 )
-def deploy(c, profile, target="spark", port=18000, bind="127.0.0.1", api_key_file=None, project=None, out=None,
+def deploy(c, profile=None, target="spark", port=18000, bind="127.0.0.1", api_key_file=None, project=None, out=None,
            sim_faults="", sim_admin=False, sim_time_scale=0.05, sim_startup=None, period=5.0, budget=None,
            dry_run=False):
     """Preflight, render, up, wait, prove, admit. Exit 0 only when the gateway admits traffic."""
+    require(profile, "profile", "invoke deploy --profile all-three --target sim")
     options = deploy_mod.DeployOptions(
         profile=profile, target=target, project=project, out=Path(out) if out else None, port=int(port), bind=bind,
         api_key_file=api_key_file, sim_faults=tuple(f for f in sim_faults.split(",") if f), sim_admin=sim_admin,
@@ -73,16 +83,15 @@ def deploy(c, profile, target="spark", port=18000, bind="127.0.0.1", api_key_fil
         raise Exit(f"sparkgate deploy: refused ({result.reason})", code=1)
 
 
-@task(help={"profile": "profile name", "project": "compose project", "out": "bundle directory", "api_key_file": "gateway API key file (when the gateway requires one)"})
-def status(c, profile, project=None, out=None, api_key_file=None):
+@sparkgate_task("status", help={**STACK_HELP, "api_key_file": "gateway API key file (when the gateway requires one)"})
+def status(c, profile=None, target=None, port=None, project=None, out=None, api_key_file=None):
     """Services, gate state and the last verdict of a deployed stack."""
-    stack = _project(profile, project, out)
+    stack = _project(profile, project, out, "status")
     for service in ("engine", "sentinel", "gateway"):
         state = stack.state(service) or {}
         health = (state.get("Health") or {}).get("Status", "-")
         print(f"{service:9s} {state.get('Status', 'absent'):10s} health={health}")
-    record = _record(stack)
-    url = record.get("gateway_url") or f"http://127.0.0.1:{os.environ.get('SPARKGATE_GATEWAY_PORT', 18000)}"
+    url = _gateway_url(stack, port)
     api_key = Path(api_key_file).read_text().strip() if api_key_file else None
     code, verdict = fetch_json(f"{url}/sparkgate/verdict", api_key)
     if verdict is None:
@@ -93,60 +102,64 @@ def status(c, profile, project=None, out=None, api_key_file=None):
     deploy_mod.print_verdict(verdict, print)
 
 
-@task(help={"profile": "profile name", "service": "engine, sentinel or gateway", "tail": "lines", "project": "compose project", "out": "bundle directory"})
-def logs(c, profile, service="engine", tail=200, project=None, out=None):
+@sparkgate_task("logs", help={**STACK_HELP, "service": "engine, sentinel or gateway", "tail": "lines"})
+def logs(c, profile=None, service="engine", tail=200, target=None, port=None, project=None, out=None):
     """Show a service's logs."""
-    print(_project(profile, project, out).logs(service, tail=int(tail)))
+    print(_project(profile, project, out, "logs").logs(service, tail=int(tail)))
 
 
-@task(help={"profile": "profile name", "url": "base URL (default: the deployed gateway)", "api_key_file": "gateway API key file", "out": "bundle directory"})
-def smoke(c, profile, url=None, api_key_file=None, out=None):
+@sparkgate_task("smoke", help={**STACK_HELP, "url": "base URL (default: the deployed gateway)",
+                               "api_key_file": "gateway API key file"})
+def smoke(c, profile=None, url=None, api_key_file=None, target=None, port=None, project=None, out=None):
     """Run the smoke suite against the gateway (or any base URL)."""
+    stack = _project(profile, project, out, "smoke")
     loaded = profiles.load(profile)
-    stack = _project(profile, None, out)
-    url = url or _record(stack).get("gateway_url") or "http://127.0.0.1:18000"
+    url = url or _gateway_url(stack, port)
     result = deploy_mod.run_smoke(url, loaded.profile.model.served_name, api_key_file)
     print(result.stdout)
     if result.returncode:
-        raise Exit(f"smoke failed against {url}", code=1)
+        raise Exit(f"sparkgate smoke: failed against {url} (pytest exit {result.returncode})", code=1)
 
 
-@task(help={"profile": "profile name", "project": "compose project", "out": "bundle directory"})
-def infra(c, profile, project=None, out=None):
+@sparkgate_task("infra", help=STACK_HELP)
+def infra(c, profile=None, target=None, port=None, project=None, out=None):
     """Run the testinfra suite from the host (docker:// backend) against a deployed stack."""
-    stack = _project(profile, project, out)
+    stack = _project(profile, project, out, "infra")
     record = _record(stack)
     env = {**os.environ, "SPARKGATE_BUNDLE": str(stack.compose_file.parent), "SPARKGATE_PROJECT": stack.name}
     # The listener check compares against what was deployed (bind and port from the deploy record).
     if record.get("gateway_bind"):
         env["SPARKGATE_GATEWAY_BIND"] = record["gateway_bind"]
-    if record.get("gateway_port"):
-        env["SPARKGATE_GATEWAY_PORT"] = str(record["gateway_port"])
+    if port or record.get("gateway_port"):
+        env["SPARKGATE_GATEWAY_PORT"] = str(port or record["gateway_port"])
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "infra", str(repo_root() / "tests" / "infra")]
     code = subprocess.call(argv, env=env, cwd=repo_root())
     if code:
-        raise Exit(f"infra checks failed (pytest exit {code})", code=1)
+        raise Exit(f"sparkgate infra: checks failed (pytest exit {code})", code=1)
 
 
-@task(help={"profile": "profile name", "project": "compose project", "out": "bundle directory", "volumes": "also remove named volumes (logs, HF cache)", "dry_run": "show the command only"})
-def down(c, profile, project=None, out=None, volumes=False, dry_run=False):
+@sparkgate_task("down", help={**STACK_HELP, "volumes": "also remove named volumes (logs, HF cache)",
+                              "dry_run": "show the command only"})
+def down(c, profile=None, target=None, port=None, project=None, out=None, volumes=False, dry_run=False):
     """Stop and remove a deployed stack (kernel caches on the host are kept)."""
-    stack = _project(profile, project, out)
+    stack = _project(profile, project, out, "down")
     if dry_run:
         print(f"docker compose -p {stack.name} -f {stack.compose_file} down --remove-orphans" + (" --volumes" if volumes else ""))
         return
     if not stack.compose_file.is_file():
-        raise Exit(f"{stack.compose_file} not found: nothing deployed for {profile} (or pass --out)")
+        raise Exit(f"sparkgate down: {stack.compose_file} not found: nothing deployed for {profile} (or pass --out)",
+                   code=1)
     deploy_mod.down(stack, volumes=volumes)
     print(f"removed {stack.name}")
 
 
-@task(help={"profile": "profile name or YAML path", "engine_url": "the engine's own URL", "log_file": "engine log file", "container": "read the log with docker logs", "json_out": "write the verdict JSON here", "target": "spark or sim", "time_scale": "simulator time scale", "expectations": "a rendered expectations.json instead of --profile", "api_key_file": "the engine's API key file", "no_calibrate": "skip calibration (never passes)"})
-def verify(c, engine_url, profile=None, expectations=None, log_file=None, container=None, json_out=None,
+@sparkgate_task("verify", help={"profile": "profile name or YAML path", "engine_url": "the engine's own URL", "log_file": "engine log file", "container": "read the log with docker logs", "json_out": "write the verdict JSON here", "target": "spark or sim", "time_scale": "simulator time scale", "expectations": "a rendered expectations.json instead of --profile", "api_key_file": "the engine's API key file", "no_calibrate": "skip calibration (never passes)"})
+def verify(c, engine_url=None, profile=None, expectations=None, log_file=None, container=None, json_out=None,
            target="spark", time_scale=None, api_key_file=None, no_calibrate=False):
     """Prove from runtime evidence that the profile's optimizations engaged (exit 1 if not)."""
     from sparkgate import cli
 
+    require(engine_url, "engine-url", "invoke verify --profile all-three --engine-url http://127.0.0.1:30000")
     argv = ["verify", "--engine-url", engine_url, "--target", target]
     argv += ["--profile", profile] if profile else []
     argv += ["--expectations", expectations] if expectations else []

@@ -40,8 +40,8 @@ def test_compare_task_fails_on_regression(capsys, tmp_path):
     broken = make_run(tmp_path, "r2", "all-three", speed=24.0, accept=1.0, requested=("humming", "fp8_lm_head", "mtp"),
                       correct=[True] * 4)
     out = tmp_path / "cmp"
-    assert invoke(["compare", f"{base},{broken}", "--out", str(out), "--no-png"]) == 0
-    assert invoke(["compare", f"{base},{broken}", "--out", str(out), "--no-png", "--fail-on-regression"]) == 1
+    assert invoke(["compare", "--runs", f"{base},{broken}", "--out", str(out), "--no-png"]) == 0
+    assert invoke(["compare", "--runs", f"{base},{broken}", "--out", str(out), "--no-png", "--fail-on-regression"]) == 1
     assert "REGRESSION" in capsys.readouterr().out and (out / "compare.json").is_file()
 
 
@@ -60,6 +60,6 @@ def test_compare_latest_picks_the_newest_run_of_each_profile(capsys, tmp_path, m
     make_run(tmp_path, "r2", "baseline", speed=37.8, correct=[True] * 4)
     make_run(tmp_path, "r3", "all-three", speed=53.9, accept=2.68, requested=("humming", "fp8_lm_head", "mtp"),
              correct=[True] * 4)
-    assert invoke(["compare", "latest", "--out", str(tmp_path / "cmp"), "--no-png"]) == 0
+    assert invoke(["compare", "--runs", "latest", "--out", str(tmp_path / "cmp"), "--no-png"]) == 0
     data = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     assert sorted(row["run"] for row in data["rows"]) == ["r2", "r3"]
