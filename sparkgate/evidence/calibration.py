@@ -1,5 +1,9 @@
 """A bounded functional probe: fixed prompts at temperature 0 through /generate (streamed), measuring
-TTFT, decode speed and SGLang's per-request speculative fields. Bounded by a token and a time budget."""
+TTFT, decode speed and SGLang's per-request speculative fields. Bounded by a token and a time budget.
+
+Valid for a thinking model: /generate takes raw text (no chat template, no reasoning parser), and
+`ignore_eos` makes every request decode its whole budget whether the model is inside `<think>` or not;
+tokens come from meta_info.completion_tokens, never from the text."""
 
 from __future__ import annotations
 
