@@ -259,3 +259,24 @@ def test_probe_literals_match_the_fixture():
         assert f"from {module} import {name}" in hooks_source, key
     for key in ("is_draft_worker", "target_worker", "draft_runner", "runner_backend"):
         assert conformance.text("attributes", key) in Path(facts.__file__).read_text() + hooks_source, key
+
+
+CHECKER = ("sparkgate/optimizations", "sparkgate/evidence", "sparkgate/phases.py")
+
+
+def test_checker_spells_no_sglang_string_itself():
+    """The checker gets SGLang's strings from the fixture: none of them appears as a string literal in
+    sparkgate/optimizations, sparkgate/evidence or sparkgate/phases.py (prose in hints may mention them)."""
+    root = Path(__file__).resolve().parents[2]
+    fixture = conformance.fixture()
+    wanted = {e["text"] for section in ("log_formats", "metrics", "classes", "dtypes", "fork_only", "hook_targets")
+              for e in fixture[section].values()}
+    wanted |= {format_template(e["text"]).partition("{}")[0].strip() for e in fixture["log_formats"].values()} - {""}
+    files = [p for entry in CHECKER for p in ((root / entry).glob("*.py") if (root / entry).is_dir() else [root / entry])]
+    assert files
+    spelled = {}
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in wanted:
+                spelled.setdefault(path.name, set()).add(node.value)
+    assert not spelled, spelled
