@@ -83,3 +83,13 @@ class Project:
 def image_id(reference: str) -> str | None:
     result = run(["image", "inspect", "--format", "{{.Id}}", reference], check=False)
     return (result.stdout.strip() or None) if result.returncode == 0 else None
+
+
+def containers_publishing(port: int) -> list[str]:
+    """Names of running containers that publish host port `port` (Docker may hold it by iptables DNAT alone,
+    with no listener to see when its userland proxy is off)."""
+    try:
+        result = run(["ps", "--filter", f"publish={port}", "--format", "{{.Names}}"], check=False, timeout=20)
+    except DockerError:
+        return []
+    return sorted(name for name in result.stdout.split() if name) if result.returncode == 0 else []

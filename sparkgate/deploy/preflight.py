@@ -40,23 +40,63 @@ def docker_reachable() -> PreflightFinding:
     return PreflightFinding("docker", True, f"engine {result.stdout.strip()}, compose {compose.stdout.strip()}")
 
 
-def port_free(bind: str, port: int) -> PreflightFinding:
-    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
+def _listeners(port: int, proc_net: Path = Path("/proc/net")) -> list[str]:
+    """Local addresses with a socket in LISTEN state on `port`, from the kernel's own tables."""
+    found = []
+    for table, width in (("tcp", 8), ("tcp6", 32)):
         try:
-            probe.bind((bind, port))
-        except OSError as exc:
-            return PreflightFinding("gateway port", False, f"{bind}:{port} is in use ({exc.strerror}). Fix: "
-                                    "`invoke down` the stack holding it, or pass --port")
+            lines = (proc_net / table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 4 or fields[3] != "0A":  # 0A = TCP_LISTEN
+                continue
+            address, _, hex_port = fields[1].partition(":")
+            if int(hex_port, 16) == port and len(address) == width:
+                found.append(_address(address))
+    return found
+
+
+def _address(hex_address: str) -> str:
+    raw = bytes.fromhex(hex_address)
+    # /proc/net prints each 32-bit word in host (little-endian) order.
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    return socket.inet_ntop(socket.AF_INET if len(words) == 4 else socket.AF_INET6, words)
+
+
+def port_free(bind: str, port: int, proc_net: Path = Path("/proc/net")) -> PreflightFinding:
+    """Free means no socket listens there (on this address or a wildcard) and no container publishes it.
+    Connections in TIME_WAIT, which a stack just taken down leaves for a minute, do not count: they are
+    not listeners, and a bind-probe would trip over them."""
+    wildcard = {"0.0.0.0", "::", bind}
+    holders = [a for a in _listeners(port, proc_net) if a in wildcard or bind in ("0.0.0.0", "::")]
+    if not holders and not proc_net.is_dir():
+        # No /proc (not Linux): fall back to a bind probe.
+        family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((bind, port))
+            except OSError:
+                holders = [bind]
+    if holders:
+        return PreflightFinding("gateway port", False, f"{bind}:{port} is in use (a listener on "
+                                f"{', '.join(sorted(set(holders)))}). Fix: `invoke down` the stack holding it, or pass --port")
+    publishers = docker_cli.containers_publishing(port)
+    if publishers:
+        return PreflightFinding("gateway port", False, f"{bind}:{port} is published by container(s) "
+                                f"{', '.join(publishers)}. Fix: stop them, or pass --port")
     return PreflightFinding("gateway port", True, f"{bind}:{port} free")
 
 
 def gateway_port(bind: str, port: int, project: docker_cli.Project | None = None) -> PreflightFinding:
     """The gateway port is free, or held by this same project's gateway (which the redeploy stops first)."""
+    own = project is not None and port in project.published_ports("gateway")
     finding = port_free(bind, port)
     if finding.ok or project is None:
         return finding
-    if port in project.published_ports("gateway"):
+    if own:
         return PreflightFinding("gateway port", True, f"{bind}:{port} held by {project.name}'s own gateway, which "
                                 "keeps serving until this deploy has rendered, then is replaced")
     return finding

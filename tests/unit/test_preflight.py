@@ -77,3 +77,36 @@ def test_port_held_by_another_project_is_refused(monkeypatch):
         ours = preflight.gateway_port("127.0.0.1", port, FakeProject())
     assert not refused.ok and "in use" in refused.detail
     assert ours.ok and "own gateway" in ours.detail
+
+
+def _time_wait_port() -> int:
+    """A loopback port whose only trace is a server-side TIME_WAIT connection (the server closed first)."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    served, _ = listener.accept()
+    served.close()  # the side that closes first keeps TIME_WAIT on 127.0.0.1:port
+    client.recv(1)
+    client.close()
+    listener.close()
+    return port
+
+
+def test_port_with_only_time_wait_connections_is_free():
+    port = _time_wait_port()
+    finding = preflight.port_free("127.0.0.1", port)
+    assert finding.ok, finding.detail
+
+
+def test_port_with_a_listener_is_in_use():
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        finding = preflight.port_free("127.0.0.1", listener.getsockname()[1])
+    assert not finding.ok and "is in use" in finding.detail
