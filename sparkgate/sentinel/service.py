@@ -1,10 +1,10 @@
 """The sentinel loop: wait for a healthy engine, prove it (verification + testinfra + smoke, all against
 the engine directly), open the gate, then keep re-checking on a period.
 
-Cheap re-checks run every period (health, restart detection, configuration, probe report, log, and the
-accept length of the traffic served since the last check). A full verification with calibration runs
-again only when something changed: first start, an engine restart, or a failed re-check. The gate stays
-closed until a fresh full verdict passes.
+Cheap re-checks run every period (health, restart and weight-change detection, configuration, probe
+report, and MTP acceptance judged as sentinel/acceptance.py explains). A full verification with
+calibration runs again only when something changed: first start, an engine restart, or a failed
+re-check. The gate stays closed until a fresh full verdict passes.
 """
 
 from __future__ import annotations
@@ -16,13 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkgate.evidence import logs
-from sparkgate.evidence import metrics as metrics_mod
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.gather import gather
 from sparkgate.evidence.results import CheckResult, checked
 from sparkgate.evidence.verify import STAGES, run_checks, stage_of, verify
 from sparkgate.phases import current_phase
-from sparkgate.sentinel import suites
+from sparkgate.sentinel import acceptance, suites
 from sparkgate.sentinel.http import serve
 from sparkgate.sentinel.state import CLOSED, OPEN, VERIFYING, WAITING, GateState
 
@@ -60,7 +59,11 @@ class Sentinel:
                                          timeout=max(0.5, min(3.0, config.period_s / 3)))
         self.need_full = True
         self.ever_verified = False
-        self.counters: tuple[float, float] | None = None  # (generation tokens, verify calls) at last check
+        self.window_start: acceptance.Counters | None = None  # client-traffic window for the collapse statistic
+        self.last_probe_counters: acceptance.Counters | None = None  # counters right after the last probe
+        self.last_probe_at = 0.0
+        self.previous_counters: acceptance.Counters | None = None  # at the previous re-check (idle detection)
+        self.weights: dict | None = None  # /model_info identity of the weights at the last full verdict
 
     # --- one full verification -------------------------------------------------------------
     def full_verification(self) -> bool:
@@ -82,6 +85,7 @@ class Sentinel:
                                  self.config.suite_timeout_s)
         passed = verdict.passed and infra.passed and smoke.passed
         info = self._server_info()
+        self.weights = self._weights()
         with self.state.lock:
             self.state.full = {
                 "passed": passed,
@@ -93,7 +97,8 @@ class Sentinel:
             self.state.last_verdict_at = time.time()
             self.state.engine_startup_time = (info or {}).get("startup_time")
             self.state.recheck = None
-        self.counters = self._counters()
+        self.window_start = self.last_probe_counters = self.previous_counters = self._counters()
+        self.last_probe_at = time.monotonic()  # the calibration just measured acceptance
         if passed:
             self.ever_verified = True
             self.state.set(OPEN, "all checks, testinfra and smoke tests passed")
@@ -131,7 +136,14 @@ class Sentinel:
             self.state.engine_startup_time, "GET /server_info startup_time",
             "the engine restarted since it was verified: a full verification runs before traffic is admitted again",
         ))
-        results.extend(self._accept_window())
+        weights = self._weights_of(evidence.model_info)
+        results.append(checked(
+            "sentinel.weights_unchanged", weights is not None and weights == self.weights, weights, self.weights,
+            "GET /model_info weight_version, model_path",
+            "the engine's weights changed since the last full verdict (an /update_weights_from_disk or "
+            "similar admin call inside the stack): a full verification runs before traffic is admitted again",
+        ))
+        results.extend(self._acceptance())
         passed = all(c.passed for c in results)
         with self.state.lock:
             self.state.recheck = {"time": time.time(), "passed": passed, "checks": [c.as_dict() for c in results]}
@@ -143,36 +155,62 @@ class Sentinel:
             log.warning("gate CLOSED by re-check: %s", ", ".join(failing))
         return passed
 
-    def _accept_window(self) -> list[CheckResult]:
-        """Acceptance of the traffic served since the last check, from SGLang's counters."""
+    def _acceptance(self) -> list[CheckResult]:
+        """MTP acceptance after admission, without judging client traffic against the greedy floor."""
         if "mtp" not in self.expectations.get("requested", []):
             return []
-        now = self._counters()
-        before, self.counters = self.counters, now
         floor = self.expectations["optimizations"]["mtp"]["min_accept_length"]
+        now = self._counters()
         if now is None:
-            return [checked("sentinel.accept_window", False, "counters unavailable", f">= {floor}", "GET /metrics",
-                            "the engine's /metrics lost the speculative counters (restart or --enable-metrics missing)")]
-        if before is None or now[1] <= before[1]:
-            return []  # no finished requests in this window: nothing to judge
-        window = (now[0] - before[0]) / (now[1] - before[1])
-        return [checked(
-            "sentinel.accept_window", window >= floor, round(window, 3), f">= {floor}",
-            "GET /metrics generation_tokens_total / spec_verify_calls_total (since last check)",
-            "served traffic is accepting fewer draft tokens than the floor: the draft degraded after admission; "
-            "the gate stays closed until a fresh calibration passes",
-        )]
+            return [acceptance.counters_missing(floor)]
+        results: list[CheckResult] = []
+        start = self.window_start or now
+        accept, calls = acceptance.window_accept(start, now)
+        collapsed = acceptance.looks_collapsed(start, now)
+        if calls >= acceptance.MIN_VERIFY_CALLS or now.verifies < start.verifies:
+            self.window_start = now  # judged (or the counters went backwards): start a fresh window
+        previous, self.previous_counters = self.previous_counters, now
+        idle = previous is not None and now.tokens == previous.tokens  # nothing generated for a whole period
+        served = self.last_probe_counters is None or now.verifies > self.last_probe_counters.verifies
+        due = time.monotonic() - self.last_probe_at >= acceptance.PROBE_EVERY_PERIODS * self.config.period_s
+        if collapsed:
+            trigger = "collapse on client traffic"  # probe now, even if a client has to wait for it
+        elif not idle or not (served or due):
+            trigger = None  # never make a client queue behind a routine probe
+        else:
+            trigger = "idle after client traffic" if served else "idle, periodic"
+        if trigger:
+            probe = acceptance.run_probe(self.quick_client, timeout_s=max(1.0, self.config.period_s))
+            results.append(acceptance.probe_check(probe, floor, trigger))
+            self.last_probe_at = time.monotonic()
+            self.last_probe_counters = self._counters()
+            self.window_start = self.previous_counters = self.last_probe_counters or now
+        results.append(checked(
+            "sentinel.accept_window", True, {"accept_length": None if accept is None else round(accept, 3),
+                                             "verify_calls": calls, "collapsed": collapsed},
+            f"informational: <= {acceptance.COLLAPSE_ACCEPT_LENGTH} over >= {acceptance.MIN_VERIFY_CALLS} verify "
+            "calls triggers the probe", "GET /metrics generation_tokens_total / spec_verify_calls_total",
+            "client traffic is sampled prose: its acceptance is reported, never judged against the greedy floor",
+        ))
+        return results
 
-    def _counters(self) -> tuple[float, float] | None:
+    def _counters(self) -> acceptance.Counters | None:
         try:
-            samples = metrics_mod.parse(self.quick_client.get_text("/metrics"))
+            return acceptance.read_counters(self.quick_client.get_text("/metrics"))
         except EngineUnreachable:
             return None
-        tokens = metrics_mod.total(samples, "sglang:generation_tokens_total")
-        verifies = metrics_mod.total(samples, "sglang:spec_verify_calls_total")
-        if tokens is None or verifies is None:
+
+    @staticmethod
+    def _weights_of(model_info: dict | None) -> dict | None:
+        if not isinstance(model_info, dict) or "weight_version" not in model_info:
             return None
-        return tokens, verifies
+        return {"weight_version": model_info.get("weight_version"), "model_path": model_info.get("model_path")}
+
+    def _weights(self) -> dict | None:
+        try:
+            return self._weights_of(self.client.get_json("/model_info"))
+        except EngineUnreachable:
+            return None
 
     def _server_info(self) -> dict | None:
         try:

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from sparkgate.sim import faults, openai_api, textgen
+from sparkgate.sim import admin_routes, faults, openai_api, textgen
 from sparkgate.sim.engine import Engine, GenRequest, NotReady, Restarted
 from sparkgate.sim.resolve import MAX_TOTAL_NUM_TOKENS, MODEL_ARCH, MODEL_TYPE
 
@@ -78,11 +78,13 @@ class SimHandler(BaseHTTPRequestHandler):
         return body
 
     def _authorized(self, path: str) -> bool:
-        key = self.engine.resolved.get("api_key")
-        if not key or path.startswith(OPEN_PREFIXES) or path.startswith(ADMIN_PREFIX):
+        """SGLang's --api-key / --admin-api-key rule (admin_routes.decide); the sim-only /admin/ routes
+        (faults, stats) are outside it."""
+        if path.startswith(ADMIN_PREFIX):
             return True
-        scheme, _, token = (self.headers.get("authorization") or "").partition(" ")
-        return scheme.lower() == "bearer" and secrets.compare_digest(token.encode(), key.encode())
+        r = self.engine.resolved
+        return admin_routes.decide(self.command, path, self.headers.get("authorization"), r.get("api_key"),
+                                   r.get("admin_api_key")) == 0
 
     def do_GET(self) -> None:
         self._dispatch("GET")
@@ -122,6 +124,10 @@ class SimHandler(BaseHTTPRequestHandler):
             "/get_server_info": {"GET": self.server_info},
             "/generate": {"POST": self.generate, "PUT": self.generate},
             "/flush_cache": {"GET": self.flush_cache, "POST": self.flush_cache},
+            "/update_weights_from_disk": {"POST": self.update_weights_from_disk},
+            "/set_internal_state": {"POST": self.set_internal_state, "PUT": self.set_internal_state},
+            "/pause_generation": {"POST": lambda: self._send(*admin_routes.pause_generation())},
+            "/continue_generation": {"POST": lambda: self._send(*admin_routes.continue_generation())},
             "/v1/models": {"GET": self.models},
             "/v1/completions": {"POST": self.completions},
             "/v1/chat/completions": {"POST": self.chat_completions},
@@ -155,6 +161,16 @@ class SimHandler(BaseHTTPRequestHandler):
     def flush_cache(self) -> None:
         self._require_ready()
         self._send(200, "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n", "text/plain")
+
+    def update_weights_from_disk(self) -> None:
+        body = self._body()
+        self._require_ready()
+        self._send(*admin_routes.update_weights_from_disk(self.engine.resolved, body))
+
+    def set_internal_state(self) -> None:
+        body = self._body()
+        self._require_ready()
+        self._send(*admin_routes.set_internal_state(self.engine.resolved, body))
 
     def model_info(self) -> None:
         self._require_ready()

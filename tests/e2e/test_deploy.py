@@ -154,7 +154,7 @@ def test_degraded_acceptance_closes_gate_then_reopens_when_healthy(deploy_stack)
     closed = wait_for(lambda: stack.verdict()["state"] == "closed", timeout=E2E_PERIOD_S * 3)
     assert closed, "degraded acceptance did not close the gate"
     recheck = stack.verdict()["recheck"]
-    assert any(c["name"] == "sentinel.accept_window" and not c["passed"] for c in recheck["checks"])
+    assert any(c["name"] == "sentinel.accept_probe" and not c["passed"] for c in recheck["checks"])
     # The gateway follows the sentinel within one health-check interval (1 s).
     assert wait_for(lambda: stack.get("/v1/models", timeout=5)[0] == 503, timeout=3), "gateway still admits"
 

@@ -1,0 +1,116 @@
+"""Re-checking MTP acceptance after admission without ever closing the gate on a healthy engine.
+
+Client traffic is sampled prose at any temperature: its accept length legitimately sits far below the
+greedy-arithmetic floor the calibration judges, so a floor on client traffic closes healthy gates.
+Two signals instead:
+
+- the sentinel's own **probe**: one fixed calibration prompt, greedy, `PROBE_TOKENS` tokens, judged
+  against the profile's floor - the same measurement that admitted the engine. It runs only while the
+  engine is idle (batch 1: a probe queues a client behind it), within a timeout of one period: after
+  client traffic at the first idle re-check, otherwise every `PROBE_EVERY_PERIODS` periods. "Idle" is
+  read from the counters - no token generated over the whole last period - because SGLang's
+  `num_running_reqs` gauge only updates when the decode log fires and stays stale after traffic ends;
+- a **collapse** statistic on client traffic: the windowed accept length (generated tokens over verify
+  calls) at or below `COLLAPSE_ACCEPT_LENGTH` over at least `MIN_VERIFY_CALLS` verify calls. A draft
+  that accepts nothing reads exactly 1.00; a healthy one accepts about one draft token in two even on
+  sampled prose. It does not close the gate by itself: it triggers the probe at once, idle or not,
+  because a greedy fixed prompt is the only judgement a healthy engine passes by construction.
+
+Both fail closed: counters that vanish, or a probe that errors or reports no speculative fields, fail.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from sparkgate.evidence import metrics as metrics_mod
+from sparkgate.evidence.calibration import COMPLETION_TOKENS, PROMPTS, SPEC_VERIFY_CT
+from sparkgate.evidence.client import EngineClient, EngineUnreachable
+from sparkgate.evidence.results import CheckResult, checked
+
+COLLAPSE_ACCEPT_LENGTH = 1.05
+MIN_VERIFY_CALLS = 50
+PROBE_TOKENS = 48
+PROBE_EVERY_PERIODS = 12  # an idle engine with no traffic is probed once a minute at the 5 s default
+
+GENERATION_TOKENS = "sglang:generation_tokens_total"
+VERIFY_CALLS = "sglang:spec_verify_calls_total"
+
+
+@dataclass(frozen=True)
+class Counters:
+    tokens: float
+    verifies: float
+
+
+def read_counters(text: str) -> Counters | None:
+    samples = metrics_mod.parse(text)
+    tokens = metrics_mod.total(samples, GENERATION_TOKENS)
+    verifies = metrics_mod.total(samples, VERIFY_CALLS)
+    if tokens is None or verifies is None:
+        return None
+    return Counters(tokens, verifies)
+
+
+def window_accept(before: Counters, now: Counters) -> tuple[float | None, float]:
+    """(accept length over the window or None, verify calls in it)."""
+    calls = now.verifies - before.verifies
+    if calls <= 0:
+        return None, max(calls, 0.0)
+    return (now.tokens - before.tokens) / calls, calls
+
+
+def looks_collapsed(before: Counters, now: Counters) -> bool:
+    accept, calls = window_accept(before, now)
+    return accept is not None and calls >= MIN_VERIFY_CALLS and accept <= COLLAPSE_ACCEPT_LENGTH
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    accept_length: float | None
+    completion_tokens: int
+    verify_calls: int | None
+    error: str | None = None
+
+
+def run_probe(client: EngineClient, timeout_s: float) -> ProbeResult:
+    """One fixed greedy request; the accept length as SGLang counts it (tokens over verify calls)."""
+    body = {"text": PROMPTS[0], "sampling_params": {"temperature": 0, "max_new_tokens": PROBE_TOKENS, "ignore_eos": True}}
+    final: dict = {}
+    started = time.monotonic()
+    try:
+        for _arrived, chunk in client.stream_generate(body, timeout=timeout_s):
+            final = chunk
+            if time.monotonic() - started > timeout_s:
+                return ProbeResult(None, 0, None, f"probe took longer than {timeout_s:.1f}s")
+    except EngineUnreachable as exc:
+        return ProbeResult(None, 0, None, str(exc))
+    meta = final.get("meta_info") or {}
+    tokens = int(meta.get(COMPLETION_TOKENS) or 0)
+    verifies = meta.get(SPEC_VERIFY_CT)
+    if not tokens or not verifies:
+        return ProbeResult(None, tokens, verifies, "the probe's meta_info has no speculative verify count")
+    return ProbeResult(tokens / int(verifies), tokens, int(verifies))
+
+
+def probe_check(result: ProbeResult, floor: float, trigger: str) -> CheckResult:
+    observed = {"accept_length": None if result.accept_length is None else round(result.accept_length, 3),
+                "completion_tokens": result.completion_tokens, "verify_calls": result.verify_calls,
+                "trigger": trigger, "error": result.error}
+    return checked(
+        "sentinel.accept_probe", result.accept_length is not None and result.accept_length >= floor, observed,
+        f">= {floor} (greedy, fixed prompt, {PROBE_TOKENS} tokens)",
+        "POST /generate meta_info completion_tokens / spec_verify_ct (sentinel probe)",
+        "the draft accepts fewer tokens than the floor on the same greedy prompt that admitted it: the draft "
+        "degraded or broke after admission (LM-head sharing, weights); the gate stays closed until a fresh "
+        "full verification passes",
+    )
+
+
+def counters_missing(floor: float) -> CheckResult:
+    return checked(
+        "sentinel.accept_counters", False, "counters unavailable", f"{GENERATION_TOKENS} and {VERIFY_CALLS}",
+        "GET /metrics", "the engine's /metrics lost the speculative counters (restart, or --enable-metrics "
+        "missing): acceptance can no longer be judged, so the gate closes",
+    )

@@ -1,0 +1,86 @@
+"""SGLang 0.5.23's admin routes and its key rule, as the simulator serves them.
+
+The key rule follows `decide_request_auth` in sglang/srt/utils/auth.py: routes marked
+`@auth_level(AuthLevel.ADMIN_OPTIONAL)` in sglang/srt/entrypoints/http_server.py need the admin key when
+one is configured (the plain API key is then not accepted), the plain key when only that is configured,
+and nothing otherwise; normal routes need the plain key only when one is configured; `/health*`,
+`/ready*` and `/metrics*` are always open. Shapes follow the same http_server.py handlers.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from typing import Any
+
+NORMAL = "normal"
+ADMIN_OPTIONAL = "admin_optional"
+ALWAYS_OPEN = ("/health", "/ready", "/metrics")
+
+# The ADMIN_OPTIONAL routes the simulator serves (http_server.py marks these with @auth_level).
+ADMIN_OPTIONAL_ROUTES = frozenset({
+    "/flush_cache", "/update_weights_from_disk", "/set_internal_state", "/pause_generation",
+    "/continue_generation",
+})
+
+_lock = threading.Lock()
+
+
+def auth_level(path: str) -> str:
+    return ADMIN_OPTIONAL if path in ADMIN_OPTIONAL_ROUTES else NORMAL
+
+
+def _bearer(header: str | None, expected: str) -> bool:
+    if not header:
+        return False
+    parts = header.split(" ", 1)
+    if len(parts) != 2 or parts[0].lower() != "bearer":
+        return False
+    return secrets.compare_digest(parts[1], expected)
+
+
+def decide(method: str, path: str, header: str | None, api_key: str | None, admin_api_key: str | None) -> int:
+    """0 when allowed, else the HTTP status SGLang answers with (401)."""
+    if method == "OPTIONS" or path.startswith(ALWAYS_OPEN):
+        return 0
+    if auth_level(path) == ADMIN_OPTIONAL:
+        if admin_api_key:
+            return 0 if _bearer(header, admin_api_key) else 401
+        if api_key:
+            return 0 if _bearer(header, api_key) else 401
+        return 0
+    if api_key:
+        return 0 if _bearer(header, api_key) else 401
+    return 0
+
+
+def update_weights_from_disk(resolved: dict[str, Any], body: dict) -> tuple[int, dict]:
+    """POST /update_weights_from_disk: the served model path moves, and the weight version with it when
+    given (tokenizer_manager: "Weight version updated to ..."); /model_info and meta_info report both."""
+    model_path = body.get("model_path")
+    if not isinstance(model_path, str) or not model_path:
+        return 400, {"success": False, "message": "model_path is required", "num_paused_requests": 0}
+    message = "Succeeded to update model weights."
+    with _lock:
+        resolved["model_path"] = model_path
+        version = body.get("weight_version")
+        if version is not None:
+            resolved["weight_version"] = str(version)
+            message += f" Weight version updated to {version}."
+    return 200, {"success": True, "message": message, "num_paused_requests": 0}
+
+
+def set_internal_state(resolved: dict[str, Any], body: dict) -> tuple[int, list]:
+    """POST/PUT /set_internal_state: one reply per DP rank, {updated, server_args}."""
+    changes = body.get("server_args") if isinstance(body.get("server_args"), dict) else {}
+    with _lock:
+        resolved.update(changes)
+    return 200, [{"updated": bool(changes), "server_args": dict(changes)}]
+
+
+def pause_generation() -> tuple[int, dict]:
+    return 200, {"message": "Generation paused successfully.", "status": "ok"}
+
+
+def continue_generation() -> tuple[int, dict]:
+    return 200, {"message": "Generation continued successfully.", "status": "ok"}

@@ -1,0 +1,47 @@
+"""A weight swap after admission (SGLang's /update_weights_from_disk, called inside the stack - the gateway
+never forwards it) closes the gate within one re-check period; it reopens only after a fresh full
+verification."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from tests.e2e.conftest import E2E_PERIOD_S
+from tests.e2e.test_deploy import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.docker]
+
+
+def update_weights_from_sentinel(stack, body: dict) -> dict:
+    """POST /update_weights_from_disk to the engine from inside the sentinel container (engine network)."""
+    code = ("import json, sys, urllib.request;"
+            "r = urllib.request.Request('http://engine:30000/update_weights_from_disk', data=sys.stdin.buffer.read(),"
+            " method='POST', headers={'Content-Type': 'application/json'});"
+            "sys.stdout.write(urllib.request.urlopen(r, timeout=10).read().decode())")
+    argv = ["docker", "exec", "-i", stack.project.container("sentinel"), "python3", "-c", code]
+    out = subprocess.run(argv, input=json.dumps(body), capture_output=True, text=True, timeout=30, check=True)
+    return json.loads(out.stdout)
+
+
+def test_weight_swap_closes_the_gate_until_a_fresh_full_verdict(deploy_stack):
+    stack = deploy_stack("all-three")
+    assert stack.result.admitted, stack.result.reason
+    before = stack.verdict()
+    answer = update_weights_from_sentinel(stack, {"model_path": "/models/Ling-3.0-flash-fp4", "weight_version": "swapped-1"})
+    assert answer["success"] is True and "Weight version updated to swapped-1" in answer["message"], answer
+    swapped_at = time.monotonic()
+    closed = wait_for(lambda: stack.get("/sparkgate/ready", timeout=2)[0] == 503, timeout=E2E_PERIOD_S * 3)
+    assert closed, "the gate stayed open after the weights changed"
+    assert time.monotonic() - swapped_at <= E2E_PERIOD_S + 2.0
+    failing = [c for c in (stack.verdict()["recheck"] or {}).get("checks", []) if not c["passed"]]
+    names = {c["name"] for c in failing}
+    if "sentinel.weights_unchanged" not in names:  # the fresh full verification may already be under way
+        names = {t["reason"] for t in stack.verdict()["transitions"]}
+        assert any("sentinel.weights_unchanged" in reason for reason in names), names
+    reopened = wait_for(lambda: stack.verdict()["state"] == "open", timeout=120, interval=1)
+    assert reopened, stack.verdict()["reason"]
+    assert stack.verdict()["full_runs"] > before["full_runs"], "reopened without a fresh full verification"

@@ -1,0 +1,182 @@
+"""Re-checks after admission: acceptance judged so that a healthy engine serving sampled traffic never
+closes the gate while a collapsed draft does, counters that vanish fail closed, and a weight change
+closes the gate."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sparkgate.evidence.client import EngineUnreachable
+from sparkgate.evidence.gather import Evidence
+from sparkgate.sentinel import acceptance, service
+from sparkgate.sentinel.service import Sentinel, SentinelConfig
+
+FLOOR = 2.0
+
+
+def metrics_text(tokens: float, verifies: float) -> str:
+    # num_running_reqs stays stale at 1 after traffic (SGLang updates it with the decode log only).
+    return (f"sglang:generation_tokens_total{{model_name=\"m\"}} {tokens}\n"
+            f"sglang:spec_verify_calls_total{{model_name=\"m\"}} {verifies}\n"
+            f"sglang:num_running_reqs{{model_name=\"m\"}} 1\n")
+
+
+class FakeEngine:
+    """/metrics counters that client traffic moves, and a /generate the probe reads."""
+
+    def __init__(self, probe_accept: float | None = 2.7):
+        self.tokens = self.verifies = 0.0
+        self.probe_accept = probe_accept
+        self.probes = 0
+        self.metrics_up = True
+        self.model_info = {"weight_version": "default", "model_path": "/models/Ling-3.0-flash-fp4"}
+
+    def serve(self, tokens: int, accept: float) -> None:
+        self.tokens += tokens
+        self.verifies += tokens / accept
+
+    # EngineClient surface used by the sentinel
+    def get_text(self, path: str) -> str:
+        assert path == "/metrics"
+        if not self.metrics_up:
+            raise EngineUnreachable("GET /metrics: HTTP 404")
+        return metrics_text(self.tokens, self.verifies)
+
+    def get_json(self, path: str) -> dict:
+        assert path == "/model_info"
+        return dict(self.model_info)
+
+    def status(self, path: str) -> int:
+        return 200
+
+    def stream_generate(self, body: dict, timeout: float):
+        self.probes += 1
+        assert body["sampling_params"]["temperature"] == 0 and timeout <= 5.0
+        tokens = body["sampling_params"]["max_new_tokens"]
+        meta = {"completion_tokens": tokens, "finish_reason": {"type": "length"}}
+        if self.probe_accept is not None:
+            meta["spec_verify_ct"] = round(tokens / self.probe_accept)
+        self.serve(tokens, self.probe_accept or 1.0)
+        yield 0.0, {"text": "...", "meta_info": meta}
+
+
+@pytest.fixture
+def make_sentinel(tmp_path):
+    def make(engine: FakeEngine) -> Sentinel:
+        bundle = tmp_path / "bundle"
+        bundle.mkdir(exist_ok=True)
+        (bundle / "expectations.json").write_text(json.dumps({
+            "profile": "all-three", "requested": ["mtp"], "optimizations": {"mtp": {"min_accept_length": FLOOR}},
+        }))
+        sentinel = Sentinel(SentinelConfig("http://engine:30000", bundle, "/nonexistent.log", tmp_path, period_s=5.0))
+        sentinel.client = sentinel.quick_client = engine
+        sentinel.window_start = sentinel.last_probe_counters = sentinel.previous_counters = sentinel._counters()
+        sentinel.weights = sentinel._weights()
+        sentinel.last_probe_at = 0.0
+        return sentinel
+    return make
+
+
+def failing(results) -> set[str]:
+    return {c.name for c in results if not c.passed}
+
+
+def test_healthy_engine_on_sampled_traffic_never_closes(make_sentinel):
+    """Sampled prose accepts 1.2-1.6 (below the greedy floor of 2.0): reported, never judged."""
+    engine = FakeEngine(probe_accept=2.65)
+    sentinel = make_sentinel(engine)
+    for accept in (1.2, 1.35, 1.6, 1.25, 1.5, 1.3, 1.2, 1.45):
+        engine.serve(400, accept)
+        assert not failing(sentinel._acceptance())  # busy: no probe, and the low window is not a failure
+        results = sentinel._acceptance()  # a quiet period after traffic: the sentinel's greedy probe judges
+        assert not failing(results), [c.as_dict() for c in results]
+        assert any(c.name == "sentinel.accept_probe" for c in results)
+    window = next(c for c in results if c.name == "sentinel.accept_window")
+    assert window.passed
+
+
+def test_collapsed_draft_closes_even_while_busy(make_sentinel):
+    engine = FakeEngine(probe_accept=1.0)
+    sentinel = make_sentinel(engine)
+    engine.serve(200, 1.0)  # 200 verify calls at 1.00 in this period: a draft that accepts nothing
+    results = sentinel._acceptance()
+    assert "sentinel.accept_probe" in failing(results)
+    probe = next(c for c in results if c.name == "sentinel.accept_probe")
+    assert probe.observed["trigger"] == "collapse on client traffic" and probe.observed["accept_length"] == 1.0
+
+
+def test_degraded_draft_closes_at_the_next_idle_recheck(make_sentinel):
+    engine = FakeEngine(probe_accept=1.2)  # degraded, not collapsed: only the greedy probe sees it
+    sentinel = make_sentinel(engine)
+    engine.serve(64, 1.2)
+    assert not failing(sentinel._acceptance())  # still serving during this period: no probe yet
+    assert "sentinel.accept_probe" in failing(sentinel._acceptance())
+
+
+def test_busy_engine_without_collapse_is_never_probed(make_sentinel):
+    engine = FakeEngine()
+    sentinel = make_sentinel(engine)
+    for _ in range(5):
+        engine.serve(300, 1.4)
+        assert not failing(sentinel._acceptance())
+    assert engine.probes == 0
+
+
+def test_idle_engine_is_probed_only_when_due(make_sentinel, monkeypatch):
+    engine = FakeEngine()
+    sentinel = make_sentinel(engine)
+    clock = [1000.0]
+    monkeypatch.setattr(service.time, "monotonic", lambda: clock[0])
+    sentinel.last_probe_at = clock[0]
+    sentinel._acceptance()
+    assert engine.probes == 0  # no traffic, not due
+    clock[0] += acceptance.PROBE_EVERY_PERIODS * 5.0
+    sentinel._acceptance()
+    assert engine.probes == 1
+
+
+@pytest.mark.parametrize("break_it", ["metrics_gone", "probe_without_spec_fields"])
+def test_missing_evidence_fails_closed(make_sentinel, break_it):
+    engine = FakeEngine()
+    sentinel = make_sentinel(engine)
+    engine.serve(64, 2.7)
+    sentinel._acceptance()
+    if break_it == "metrics_gone":
+        engine.metrics_up = False
+        assert failing(sentinel._acceptance()) == {"sentinel.accept_counters"}
+    else:
+        engine.probe_accept = None
+        assert failing(sentinel._acceptance()) == {"sentinel.accept_probe"}
+
+
+def test_collapse_statistic():
+    start = acceptance.Counters(1000, 500)
+    assert acceptance.looks_collapsed(start, acceptance.Counters(1100, 600))  # 1.00 over 100 calls
+    assert not acceptance.looks_collapsed(start, acceptance.Counters(1030, 530))  # too few calls to judge
+    assert not acceptance.looks_collapsed(start, acceptance.Counters(1150, 600))  # 1.5: healthy sampled prose
+    assert acceptance.window_accept(start, start) == (None, 0.0)
+
+
+def test_weight_change_closes_the_gate(make_sentinel, monkeypatch):
+    engine = FakeEngine()
+    sentinel = make_sentinel(engine)
+    sentinel.state.engine_startup_time = {"t": 1}
+    monkeypatch.setattr(service, "run_checks", lambda evidence: [])
+
+    def gather(client, expectations, log, calibrate):
+        return Evidence(expectations=expectations, health_status=200, server_info={"startup_time": {"t": 1}},
+                        model_info=client.get_json("/model_info"))
+
+    monkeypatch.setattr(service, "gather", gather)
+    sentinel.state.set("open", "test")
+    assert sentinel.recheck()
+    engine.model_info["weight_version"] = "v2-swapped"
+    assert not sentinel.recheck()
+    check = next(c for c in sentinel.state.recheck["checks"] if c["name"] == "sentinel.weights_unchanged")
+    assert check["passed"] is False and check["observed"]["weight_version"] == "v2-swapped"
+    assert sentinel.state.state == "closed"
+    # A path-only swap (no new version string) is a change too.
+    engine.model_info.update(weight_version="default", model_path="/models/other")
+    assert not sentinel.recheck()
