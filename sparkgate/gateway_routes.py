@@ -20,7 +20,9 @@ STATUS = "status"  # forwarded to the sentinel's read-only status port, whatever
 # OpenAI model ids as clients send them for this deployment: one path segment of safe characters, not
 # starting with a dot (no `.`/`..` segments). SGLang's route takes `{model:path}`, but a served name with
 # a slash or a percent sign is not ours.
-MODEL_ID_PATTERN = r"^/v1/models/[A-Za-z0-9_:-][A-Za-z0-9._:-]*$"
+# `\Z` (end of subject in both PCRE2 and Python), not `$`: haproxy expands `$` inside the double quotes
+# every template value arrives in.
+MODEL_ID_PATTERN = r"^/v1/models/[A-Za-z0-9_:-][A-Za-z0-9._:-]*\Z"
 
 # HAProxy `http-request normalize-uri` steps, in order: decode %2e-style escapes first so the dot
 # segments they spell are then resolved; `strict` answers 400 to malformed percent-encoding.
@@ -32,6 +34,7 @@ NORMALIZE_URI = (
     "path-strip-dotdot full",
 )
 
+END = "\\Z"
 _IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]*$")
 _METHOD = re.compile(r"^[A-Z]+$")
 
@@ -92,9 +95,10 @@ def validate(routes: tuple[Route, ...] = ROUTES) -> None:
         if not route.methods or not all(_METHOD.match(m) for m in route.methods):
             raise ValueError(f"gateway route {route.name!r}: bad methods {route.methods}")
         text = route.path
-        if not (text.startswith("^/") and text.endswith("$")) if route.pattern else not text.startswith("/"):
-            raise ValueError(f"gateway route {route.name!r}: path {text!r} must be absolute (anchored if a regex)")
-        if any(ch in text for ch in ' "\'\\#%<>&'):
+        body = text[: -len(END)] if route.pattern and text.endswith(END) else text
+        if not (text.startswith("^/") and text.endswith(END)) if route.pattern else not text.startswith("/"):
+            raise ValueError(f"gateway route {route.name!r}: path {text!r} must be absolute (anchored ^...\\Z if a regex)")
+        if any(ch in body for ch in ' "\'\\#%$<>&'):
             raise ValueError(f"gateway route {route.name!r}: path {text!r} holds a character haproxy.cfg would read")
 
 

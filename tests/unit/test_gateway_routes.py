@@ -45,7 +45,7 @@ def _haproxy_string(token: str) -> str:
 
 SET_VAR = re.compile(
     r"""^\s*http-request set-var\(txn\.sparkgate_route\) str\("(?P<backend>\w+)"\) """
-    r"""if \{ (?P<fetch>path|path_reg) '(?P<path>[^']*)' \} \{ method(?P<methods>( "[A-Z]+")+) \}$"""
+    r"""if \{ "(?P<fetch>path|path_reg)" (?P<path>"(?:[^"\\]|\\.)*") \} \{ method(?P<methods>( "[A-Z]+")+) \}$"""
 )
 
 
@@ -55,7 +55,7 @@ def _rendered_routes(config: str) -> list[tuple[str, str, str, tuple[str, ...]]]
         match = SET_VAR.match(line)
         if match:
             methods = tuple(m.strip('"') for m in match["methods"].split())
-            routes.append((match["backend"], match["fetch"], match["path"], methods))
+            routes.append((match["backend"], match["fetch"], _haproxy_string(match["path"]), methods))
     return routes
 
 
@@ -130,6 +130,8 @@ def test_gateway_answers_are_json_naming_sparkgate(config):
     R.Route("x", "/a b", ("GET",), R.ENGINE, ""),
     R.Route("x", "relative", ("GET",), R.ENGINE, ""),
     R.Route("x", "^/unanchored", ("GET",), R.ENGINE, "", pattern=True),
+    R.Route("x", "^/dollar$", ("GET",), R.ENGINE, "", pattern=True),
+    R.Route("x", "^/a\\d\\Z", ("GET",), R.ENGINE, "", pattern=True),
     R.Route("x", "/a", ("get",), R.ENGINE, ""),
     R.Route("x", "/a", ("GET",), "elsewhere", ""),
     R.Route("X-1", "/a", ("GET",), R.ENGINE, ""),
