@@ -175,3 +175,17 @@ def test_fp32_flag_never_meets_fp8_env_in_any_shipped_bundle():
             fp8 = json.loads(files["engine-env.json"]).get(F.FP8_LM_HEAD_ENV) == "1"
             fp32 = F.ENABLE_FP32_LM_HEAD in json.loads(files["argv.json"])
             assert not (fp8 and fp32), name
+
+
+def test_every_template_substitution_goes_through_tojson(repo):
+    """Templates only substitute, and only JSON-encoded values: a value can never end a quoted string,
+    start a YAML key or a new config line, whatever it contains."""
+    import re
+
+    expression = re.compile(r"{{(.*?)}}", re.S)
+    offenders = []
+    for template in sorted((repo / "templates").rglob("*.j2")):
+        for match in expression.finditer(template.read_text()):
+            if not re.search(r"\|\s*tojson(\(.*\))?\s*$", match.group(1).strip()):
+                offenders.append(f"{template.relative_to(repo)}: {{{{{match.group(1)}}}}}")
+    assert not offenders, "\n".join(offenders)
