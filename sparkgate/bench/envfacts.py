@@ -1,8 +1,9 @@
 """Environment facts recorded with each run: what was measured, on what, and when.
 
-Through the gateway only (the engine's port is not published): `/server_info` is proxied to the engine
-while the gate is open, and `/sparkgate/verdict` holds the identity the sentinel verified. Image IDs come
-from the deploy record that `invoke deploy` wrote.
+Through the gateway only (the engine's port is not published, and the gateway answers `/server_info` itself):
+`/sparkgate/verdict` holds the configuration and identity the sentinel verified. Against a bare engine (no
+sparkgate gateway: a simulator in tests, or `--url` at any SGLang server) `/server_info` is read directly. Image
+IDs come from the deploy record that `invoke deploy` wrote.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ SERVER_INFO_KEYS = (
 
 
 def engine_facts(url: str, api_key: str | None) -> dict:
+    status, verdict = fetch_json(url.rstrip("/") + "/sparkgate/verdict", api_key)
+    verified = (((verdict or {}).get("full") or {}).get("verification") or {}).get("engine") if status == 200 else None
+    if isinstance(verified, dict):
+        facts = {key: verified.get(key) for key in SERVER_INFO_KEYS if key in verified}
+        return {**facts, "source": "/sparkgate/verdict (the configuration the sentinel verified)"}
     status, info = fetch_json(url.rstrip("/") + "/server_info", api_key)
     if not info:
         return {"server_info": f"unavailable (HTTP {status})"}
