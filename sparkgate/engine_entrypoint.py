@@ -1,9 +1,13 @@
-"""The engine container's entrypoint: a last guard, then SGLang (or the simulator) under a small
-supervisor that copies its output to the shared log volume the gate reads.
+"""The engine container's entrypoint: a last guard, a fresh admin key, then SGLang (or the simulator)
+under a small supervisor that copies its output, with the key redacted, to the shared log volume the
+gate reads.
 
 The guard exists for hand-edited compose files and env files: the renderer already refuses the FP8 LM
-head together with --enable-fp32-lm-head, but nothing else would stop `docker compose up` on an edited
-file, and SGLang itself accepts the combination without a word.
+head together with --enable-fp32-lm-head, and secrets or a --config on the argv, but nothing else would
+stop `docker compose up` on an edited file, and SGLang itself accepts all of them without a word.
+
+The admin key (sparkgate.admin_key) reaches the engine only through `--config <file on tmpfs>`: the
+argv, the environment and every rendered file stay free of it.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from sparkgate import admin_key
 from sparkgate import sglang_flags as F
+from sparkgate.secret_files import SecretFileError
 from sparkgate.sglang_cli import resolve_spelling
 
 LAUNCHERS = {
@@ -23,6 +29,10 @@ LAUNCHERS = {
     "sim": ["-m", "sparkgate.sim"],
 }
 EXIT_REFUSED = 78  # EX_CONFIG
+# Flags the entrypoint owns or that would put a secret on the argv (and in /proc/<pid>/cmdline). An
+# --admin-api-key on the argv would also beat the config file's key (SGLang: CLI > config), and SGLang
+# refuses a second --config.
+RESERVED_FLAGS = ("--admin-api-key", "--api-key", "--ssl-keyfile-password", "--config")
 
 
 def conflicting_lm_head(argv: Sequence[str], environ: Mapping[str, str]) -> str | None:
@@ -53,21 +63,53 @@ def conflicting_lm_head(argv: Sequence[str], environ: Mapping[str, str]) -> str 
     return None
 
 
+def reserved_flags(argv: Sequence[str]) -> str | None:
+    """A one-line refusal if the argv carries a flag the entrypoint reserves (any spelling SGLang's
+    parser would expand to it), else None. Values are never echoed: they may be secrets."""
+    found = []
+    for token in argv:
+        if token.startswith("--"):
+            written = token.partition("=")[0]
+            spec, _ = resolve_spelling(written)
+            if spec is not None and spec.option in RESERVED_FLAGS:
+                found.append(f"{written} ({spec.option})" if written != spec.option else written)
+    if not found:
+        return None
+    return (
+        f"sparkgate engine guard: refusing to start: {', '.join(found)} on the engine's command line - a secret "
+        "there is readable in /proc and `docker inspect`, and the admin key and its --config file belong to "
+        "this entrypoint. Likely cause: a hand-edited compose file. Fix: remove the flag; the gateway takes "
+        "the API key from a file (`invoke deploy --api-key-file FILE`)."
+    )
+
+
 def _rotate(log_file: Path) -> None:
     log_file.parent.mkdir(parents=True, exist_ok=True)
     if log_file.exists():
         os.replace(log_file, log_file.with_name(log_file.name + ".1"))
 
 
-def run(launcher: str, log_file: Path | None, argv: list[str]) -> int:
-    refusal = conflicting_lm_head(argv, os.environ)
+def run(launcher: str, log_file: Path | None, argv: list[str], admin_dir: Path = admin_key.ADMIN_DIR,
+        mountinfo: str | None = None) -> int:
+    refusal = conflicting_lm_head(argv, os.environ) or reserved_flags(argv)
     if refusal:
         print(refusal, file=sys.stderr, flush=True)
         return EXIT_REFUSED
-    command = [sys.executable, *LAUNCHERS[launcher], *argv]
-    if log_file is None:
-        os.execv(sys.executable, command)
-    _rotate(log_file)
+    try:
+        key, config = admin_key.install(admin_dir, mountinfo)
+    except SecretFileError as exc:
+        print(exc, file=sys.stderr, flush=True)  # already one line: path, filesystem, cause, fix
+        return EXIT_REFUSED
+    except OSError as exc:
+        print(f"sparkgate engine guard: refusing to start: cannot write the admin key under {admin_dir}: "
+              f"{exc.strerror or exc}. Fix: re-render the bundle, whose compose file mounts a tmpfs volume there",
+              file=sys.stderr, flush=True)
+        return EXIT_REFUSED
+    # Only the config file's path is on the argv; SGLang merges its keys only for exactly `--config PATH`.
+    command = [sys.executable, *LAUNCHERS[launcher], *argv, "--config", str(config)]
+    if log_file is not None:
+        _rotate(log_file)
+    # Never exec straight into the engine: SGLang prints the key (server_args=...), so every line passes here.
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
     def forward(signum, _frame):
@@ -75,12 +117,24 @@ def run(launcher: str, log_file: Path | None, argv: list[str]) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, forward)
-    with open(log_file, "ab", buffering=0) as sink:
+    sink = open(log_file, "ab", buffering=0) if log_file is not None else None
+    try:
         assert child.stdout is not None
         for line in iter(child.stdout.readline, b""):
-            sys.stdout.buffer.write(line)
+            clean = redact_line(line, key)
+            sys.stdout.buffer.write(clean)
             sys.stdout.buffer.flush()
-            sink.write(line)
+            if sink is not None:
+                sink.write(clean)
+    finally:
+        if sink is not None:
+            sink.close()
     code = child.wait()
     # Killed by a signal (e.g. the OOM killer): report it as a shell would (128 + signal), not 256 - n.
     return 128 - code if code < 0 else code
+
+
+def redact_line(line: bytes, key: str) -> bytes:
+    """One line of engine output with the admin key (and any secret flag's value) replaced."""
+    text = line.decode("utf-8", "surrogateescape")
+    return admin_key.redact_text(text, (key,)).encode("utf-8", "surrogateescape")

@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from sparkgate import atomic, expectations, gateway_routes
+from sparkgate import admin_key, atomic, expectations, gateway_routes
 from sparkgate import sglang_flags as F
 from sparkgate.images import load_lock
 from sparkgate.paths import build_dir, templates_dir
@@ -30,6 +30,8 @@ SENTINEL_PORT = 8081
 SENTINEL_CLOSED_PORT = 8082
 GATEWAY_CONTAINER_PORT = 8080
 DEFAULT_GATEWAY_PORT = 18000
+ADMIN_KEY_VOLUME = "engine-admin"
+ADMIN_KEY_TMPFS_OPTIONS = "mode=0700,uid=0,gid=0,size=64k,noexec,nosuid,nodev"
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,10 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions) -> dict:
         "gateway_command": ["sparkgate", "gateway", "--config", "/bundle/haproxy.cfg"],
         "gateway_image": lock.local_images["gateway"],
         "gateway_secret_tmpfs": "/run/sparkgate:mode=0700,size=64k,noexec,nosuid,nodev",
+        # A named volume, not a per-container tmpfs: the engine writes the key, the sentinel reads it.
+        "admin_key_volume_options": {"type": "tmpfs", "device": "tmpfs", "o": ADMIN_KEY_TMPFS_OPTIONS},
+        "admin_key_mount_engine": f"{ADMIN_KEY_VOLUME}:{admin_key.ADMIN_DIR}",
+        "admin_key_mount_sentinel": f"{ADMIN_KEY_VOLUME}:{admin_key.ADMIN_DIR}:ro",
         "gateway_publish": (
             "${SPARKGATE_GATEWAY_BIND:-127.0.0.1}:${SPARKGATE_GATEWAY_PORT:-"
             f"{DEFAULT_GATEWAY_PORT}}}:{GATEWAY_CONTAINER_PORT}"

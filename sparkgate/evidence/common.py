@@ -1,8 +1,10 @@
-"""Checks every profile gets: health, identity, the probe report, CUDA graphs, batch-1 settings, speed."""
+"""Checks every profile gets: health, identity, the admin key, the probe report, CUDA graphs, batch-1
+settings, speed."""
 
 from __future__ import annotations
 
 from sparkgate import conformance as C
+from sparkgate.evidence import admin_probe
 from sparkgate.evidence import metrics as metrics_mod
 from sparkgate.evidence.gather import Evidence, shown
 from sparkgate.evidence.results import CheckResult, checked, failed
@@ -48,6 +50,36 @@ def identity(ev: Evidence) -> list[CheckResult]:
         "GET /model_info", "the checkpoint is not Ling-3.0-flash (wrong model directory mounted?)",
     ))
     return results
+
+
+ADMIN_REFUSED = (401, 403)  # SGLang's answers to a missing admin key (403: a forced-admin route, no key set)
+
+
+def admin_key_enforced(ev: Evidence) -> CheckResult:
+    """The engine's admin routes open only with the key the sentinel holds (see evidence/admin_probe.py)."""
+    probe = ev.admin_key
+    if probe is None:
+        return failed("engine.admin_key_enforced", "not probed", "a probe with the sentinel's key file",
+                      "evidence", "the verifier was given no admin key file")
+    observed = {"without_key": probe.without_key, "with_key": probe.with_key}
+    expected = {"without_key": "401 or 403", "with_key": 200}
+    source = f"GET {admin_probe.PROBE_ROUTE} without and with the key in {probe.key_file}"
+    if probe.error:
+        return failed("engine.admin_key_enforced", {"key_file": probe.error}, expected, source,
+                      "the admin key file is unreadable, so enforcement cannot be proven")
+    if probe.without_key not in ADMIN_REFUSED:
+        hint = ("the engine serves admin routes (weight updates, cache flush, pause) to anyone inside the stack: "
+                "it was started without the entrypoint's --config holding the admin key (a hand-edited "
+                "entrypoint or command, or an engine image whose entrypoint is not `sparkgate engine`). Fix: "
+                "re-render the bundle and redeploy")
+        if not probe.without_key:
+            hint = "the engine did not answer the admin-route probe: check `invoke logs`"
+    else:
+        hint = ("the engine refuses the key the sentinel holds: it enforces another admin key (an "
+                "--admin-api-key given some other way overrides the config file's), or the key file is stale "
+                "(the volume at /run/sparkgate-admin is not shared with the engine). Fix: re-render and redeploy")
+    ok = probe.without_key in ADMIN_REFUSED and probe.with_key == 200
+    return checked("engine.admin_key_enforced", ok, observed, expected, source, hint)
 
 
 def probe_report(ev: Evidence) -> CheckResult:
@@ -177,6 +209,8 @@ def speed(ev: Evidence) -> list[CheckResult]:
 
 def run(ev: Evidence) -> list[CheckResult]:
     results = [health(ev), *identity(ev), probe_report(ev), batch1(ev), ready_log(ev)]
+    if ev.admin_key is not None:  # the sentinel always holds the key file; a bare `sparkgate verify` may not
+        results.append(admin_key_enforced(ev))
     results += cuda_graph(ev)
     results += speed(ev)
     return results

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkgate import conformance
+from sparkgate.evidence import admin_probe
 from sparkgate.evidence import calibration as calibration_mod
 from sparkgate.evidence import metrics as metrics_mod
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
@@ -24,6 +25,7 @@ class Evidence:
     metrics_after: list | None = None
     metrics_error: str | None = None
     calibration: calibration_mod.CalibrationResult | None = None
+    admin_key: admin_probe.AdminKeyProbe | None = None  # only when the caller holds the admin key file
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -62,9 +64,12 @@ def shown(value: Any) -> Any:
     return "<absent>" if value is MISSING else value
 
 
-def gather(client: EngineClient, expectations: dict, log: EngineLog, *, calibrate: bool = True) -> Evidence:
+def gather(client: EngineClient, expectations: dict, log: EngineLog, *, calibrate: bool = True,
+           admin_key_file: str | None = None) -> Evidence:
     evidence = Evidence(expectations=expectations, log=log)
     evidence.health_status = client.status("/health")
+    if admin_key_file is not None:
+        evidence.admin_key = admin_probe.probe(client, admin_key_file)
     try:
         evidence.server_info = client.get_json("/server_info")
     except EngineUnreachable as exc:

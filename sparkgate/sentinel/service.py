@@ -5,6 +5,11 @@ Cheap re-checks run every period (health, restart and weight-change detection, c
 report, and MTP acceptance judged as sentinel/acceptance.py explains). A full verification with
 calibration runs again only when something changed: first start, an engine restart, or a failed
 re-check. The gate stays closed until a fresh full verdict passes.
+
+Secrets: the sentinel reads the engine's admin key (sparkgate.admin_key) from its read-only tmpfs mount
+each time it probes enforcement, and keeps nothing that holds it or the API key: every verdict, re-check
+and reason passes through `_redact` before it is stored (SGLang's /server_info carries `admin_api_key`
+and a launch_command with the key in plain text).
 """
 
 from __future__ import annotations
@@ -12,9 +17,11 @@ from __future__ import annotations
 import json
 import logging
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparkgate import admin_key
 from sparkgate.evidence import logs
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.gather import gather
@@ -43,6 +50,8 @@ class SentinelConfig:
     port: int = 8081
     closed_port: int = 8082
     api_key_file: str | None = None
+    # Always probed: a sentinel that cannot read the key fails engine.admin_key_enforced (fail closed).
+    admin_key_file: str = str(admin_key.ADMIN_DIR / admin_key.KEY_FILE_NAME)
     suite_timeout_s: float = 300.0
 
 
@@ -50,7 +59,7 @@ class Sentinel:
     def __init__(self, config: SentinelConfig):
         self.config = config
         self.expectations = json.loads((config.bundle_dir / "expectations.json").read_text())
-        self.state = GateState(profile=self.expectations["profile"])
+        self.state = GateState(profile=self.expectations["profile"], redactor=self._redact)
         api_key = Path(config.api_key_file).read_text().strip() if config.api_key_file else None
         self.api_key = api_key or None
         self.client = EngineClient(config.engine_url, api_key=self.api_key)
@@ -65,12 +74,25 @@ class Sentinel:
         self.previous_counters: acceptance.Counters | None = None  # at the previous re-check (idle detection)
         self.weights: dict | None = None  # /model_info identity of the weights at the last full verdict
 
+    # --- secrets ------------------------------------------------------------------------------
+    def _known_secrets(self) -> tuple[str, ...]:
+        try:
+            current_admin_key = admin_key.read_key(Path(self.config.admin_key_file))
+        except admin_key.AdminKeyError:
+            current_admin_key = ""
+        return tuple(k for k in (self.api_key, current_admin_key) if k)
+
+    def _redact(self, value):
+        """`value` without secret fields, secret flag values or any known key (see sparkgate.admin_key)."""
+        return admin_key.redact(value, self._known_secrets())
+
     # --- one full verification -------------------------------------------------------------
     def full_verification(self) -> bool:
         self.state.set(VERIFYING, "verifying the engine before admitting traffic")
         log.info("full verification: starting")
         engine_log = logs.from_file(self.config.log_file)
-        verdict = verify(self.config.engine_url, self.expectations, engine_log, api_key=self.api_key)
+        verdict = verify(self.config.engine_url, self.expectations, engine_log, api_key=self.api_key,
+                         admin_key_file=self.config.admin_key_file)
         suite_env = {
             "SPARKGATE_BUNDLE": str(self.config.bundle_dir),
             "SPARKGATE_INFRA_CONTEXT": "sentinel",
@@ -87,15 +109,15 @@ class Sentinel:
         info = self._server_info()
         self.weights = self._weights()
         with self.state.lock:
-            self.state.full = {
+            self.state.full = self._redact({
                 "passed": passed,
                 "verification": verdict.as_dict(),
                 "infra": infra.as_dict(),
                 "smoke": smoke.as_dict(),
-            }
+            })
             self.state.full_runs += 1
             self.state.last_verdict_at = time.time()
-            self.state.engine_startup_time = (info or {}).get("startup_time")
+            self.state.engine_startup_time = self._redact((info or {}).get("startup_time"))
             self.state.recheck = None
         self.window_start = self.last_probe_counters = self.previous_counters = self._counters()
         self.last_probe_at = time.monotonic()  # the calibration just measured acceptance
@@ -120,17 +142,18 @@ class Sentinel:
             failure = checked("engine.health", False, status, 200, "GET /health",
                               "the engine stopped answering after admission (crash or restart)")
             with self.state.lock:
-                self.state.recheck = {"time": time.time(), "passed": False, "checks": [failure.as_dict()]}
+                self.state.recheck = self._redact({"time": time.time(), "passed": False, "checks": [failure.as_dict()]})
                 self.state.rechecks += 1
                 self.state.last_verdict_at = time.time()
             self.state.set(CLOSED, f"re-check failed: engine.health (HTTP {status or 'no answer'})")
             log.warning("gate CLOSED by re-check: engine /health answered %s", status or "nothing")
             return False
-        evidence = gather(self.quick_client, self.expectations, logs.missing(), calibrate=False)
+        evidence = gather(self.quick_client, self.expectations, logs.missing(), calibrate=False,
+                          admin_key_file=self.config.admin_key_file)
         results: list[CheckResult] = [
             c for c in run_checks(evidence) if stage_of(c) < CALIBRATION_STAGE and stage_of(c) != LOG_STAGE
         ]
-        startup = (evidence.server_info or {}).get("startup_time")
+        startup = self._redact((evidence.server_info or {}).get("startup_time"))
         results.append(checked(
             "sentinel.engine_unchanged", startup == self.state.engine_startup_time, startup,
             self.state.engine_startup_time, "GET /server_info startup_time",
@@ -146,7 +169,8 @@ class Sentinel:
         results.extend(self._acceptance())
         passed = all(c.passed for c in results)
         with self.state.lock:
-            self.state.recheck = {"time": time.time(), "passed": passed, "checks": [c.as_dict() for c in results]}
+            self.state.recheck = self._redact({"time": time.time(), "passed": passed,
+                                               "checks": [c.as_dict() for c in results]})
             self.state.rechecks += 1
             self.state.last_verdict_at = time.time()
         if not passed:
@@ -241,7 +265,7 @@ class Sentinel:
             try:
                 self.step()
             except Exception as exc:  # a sentinel bug must close the gate, never leave it open
-                log.exception("sentinel step failed")
+                log.error("sentinel step failed: %s", self._redact(traceback.format_exc()))
                 self.need_full = True
                 self.state.set(CLOSED, f"sentinel error: {type(exc).__name__}: {exc}")
             time.sleep(max(0.0, self.config.period_s - (time.monotonic() - started)))

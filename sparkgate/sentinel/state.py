@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,8 +30,11 @@ class GateState:
     rechecks: int = 0
     transitions: list[dict] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # Applied to every reason kept (and by the sentinel to every verdict): removes the engine's secrets.
+    redactor: Callable[[Any], Any] = field(default=lambda value: value, repr=False)
 
     def set(self, state: str, reason: str) -> None:
+        reason = self.redactor(reason)
         with self.lock:
             if state != self.state:
                 self.transitions.append({"at": time.time(), "from": self.state, "to": state, "reason": reason})

@@ -20,8 +20,15 @@ ALWAYS_OPEN = ("/health", "/ready", "/metrics")
 # The ADMIN_OPTIONAL routes the simulator serves (http_server.py marks these with @auth_level).
 ADMIN_OPTIONAL_ROUTES = frozenset({
     "/flush_cache", "/update_weights_from_disk", "/set_internal_state", "/pause_generation",
-    "/continue_generation",
+    "/continue_generation", "/hicache/storage-backend",
 })
+# GET /hicache/storage-backend reports these config values (their ServerArgs defaults when not given).
+HICACHE_FIELDS = {
+    "hicache_storage_backend": None,
+    "hicache_storage_backend_extra_config": None,
+    "hicache_storage_prefetch_policy": "timeout",
+    "hicache_write_policy": "write_through",
+}
 
 _lock = threading.Lock()
 
@@ -76,6 +83,15 @@ def set_internal_state(resolved: dict[str, Any], body: dict) -> tuple[int, list]
     with _lock:
         resolved.update(changes)
     return 200, [{"updated": bool(changes), "server_args": dict(changes)}]
+
+
+def hicache_storage_backend(resolved: dict[str, Any]) -> tuple[int, dict]:
+    """GET /hicache/storage-backend: read-only; without a configured admin key SGLang refuses it (400)
+    even though its auth level lets the request through."""
+    if not resolved.get("admin_api_key"):
+        return 400, {"error": "This endpoint requires admin API key, but this server was started without one "
+                              "(admin-api-key). Restart with --admin-api-key to enable."}
+    return 200, {name: resolved.get(name, default) for name, default in HICACHE_FIELDS.items()}
 
 
 def pause_generation() -> tuple[int, dict]:

@@ -2,14 +2,18 @@
 
 The simulator must refuse what `sglang serve` refuses, with the same exit code (2) and argparse's
 message shape, and accept what it accepts (including the unique prefix abbreviations SGLang's parser
-allows: refusing those is the renderer's job, not the engine's).
+allows: refusing those is the renderer's job, not the engine's). `--config FILE` is merged first, as
+sglang/srt/utils/server_args_config_parser.py `ConfigArgumentMerger` does it.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from sparkgate.sglang_cli import (
     ArgvError,
@@ -118,6 +122,94 @@ def parse_engine_argv(argv: list[str]) -> EngineArgs:
     if unrecognized:
         raise UsageError(f"unrecognized arguments: {' '.join(unrecognized)}")
     return args
+
+
+class ConfigFileError(ValueError):
+    """What ConfigArgumentMerger raises (SGLang then dies with a traceback, exit 1)."""
+
+
+CONFIG_FLAG = "--config"
+# ConfigArgumentMerger keeps a flag usable from a config file when its action is a plain store_true, a
+# plain store, or takes exactly one value (nargs None); the CLI manifest records kinds, not classes, so
+# the few SGLang actions that look plain there but are not are named here (tests/unit/sim/
+# test_config_file.py holds this table against SGLang's own merger).
+_NOT_PLAIN_ACTIONS = {
+    "--disable-cuda-graph": "DeprecatedStoreTrueAction",
+    "--enable-dp-attention": "DeprecatedStoreTrueAction",
+    "--lora-paths": "LoRAPathAction",
+}
+_KIND_CLASSES = {"boolean_optional": "BooleanOptionalAction", "store_const": "DeprecatedStoreConstAction",
+                 "store_false": "_StoreFalseAction", "count": "_CountAction"}
+
+
+def config_key_table() -> tuple[set[str], dict[str, str]]:
+    """(store_true keys, unsupported key -> action class) over every flag, where a flag's keys are its
+    dest and each long spelling with `-` as `_` (YAML may use either)."""
+    store_true: set[str] = set()
+    supported: set[str] = set()
+    unsupported: dict[str, str] = {}
+    for spelling, spec in option_table().items():
+        if spec.option == CONFIG_FLAG:
+            continue
+        keys = {spec.dest, spelling[2:].replace("-", "_")}
+        action = _NOT_PLAIN_ACTIONS.get(spec.option)
+        if action is None and spec.kind == "store_true":
+            store_true |= keys
+        if action is None and (spec.kind in ("store_true", "store") or spec.nargs is None):
+            supported |= keys
+        else:
+            unsupported.update(dict.fromkeys(keys, action or _KIND_CLASSES.get(spec.kind, spec.kind)))
+    # A key that a supported flag also reads (a shared dest) stays usable.
+    return store_true, {k: v for k, v in unsupported.items() if k not in supported}
+
+
+def _config_args(config: dict) -> list[str]:
+    store_true, unsupported = config_key_table()
+    args: list[str] = []
+    for key, value in config.items():
+        norm = str(key).replace("-", "_")
+        if norm in unsupported:
+            raise ConfigFileError(f"Unsupported config option '{norm}' with action '{unsupported[norm]}'")
+        if isinstance(value, bool):
+            # store_true flags appear only when true; other booleans are spelled out.
+            if norm in store_true:
+                args += [f"--{key}"] if value else []
+            else:
+                args += [f"--{key}", str(value).lower()]
+        elif isinstance(value, list):
+            args += [f"--{key}", *(str(item) for item in value)] if value else []
+        elif isinstance(value, dict):
+            args += [f"--{key}", json.dumps(value)]
+        else:
+            args += [f"--{key}", str(value)]
+    return args
+
+
+def merge_config(argv: list[str]) -> list[str]:
+    """argv with `--config FILE` replaced by the file's options placed first (so the command line wins),
+    exactly when the token `--config` is present; a `--config=FILE` spelling is parsed but not merged."""
+    at = [i for i, token in enumerate(argv) if token == CONFIG_FLAG]
+    if not at:
+        return list(argv)
+    if len(at) > 1:
+        raise ConfigFileError("Multiple config files specified! Only one allowed.")
+    if at[0] == len(argv) - 1:
+        raise ConfigFileError("No config file specified after --config flag!")
+    path = Path(argv[at[0] + 1])
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        raise ConfigFileError(f"Config file must be YAML format, got: {path.suffix}")
+    if not path.exists():
+        raise ConfigFileError(f"Config file not found: {argv[at[0] + 1]}")
+    with open(path) as handle:
+        data = yaml.safe_load(handle)
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise ConfigFileError("Config file must contain a dictionary at root level")
+    return _config_args(data) + argv[: at[0]] + argv[at[0] + 2 :]
+
+
+# What a bad --config raises before parsing (a traceback and exit 1 in SGLang, not argparse's exit 2).
+CONFIG_ERRORS = (ConfigFileError, OSError, yaml.YAMLError)
 
 
 def usage_error_text(error: UsageError) -> str:

@@ -128,6 +128,9 @@ class SimHandler(BaseHTTPRequestHandler):
             "/set_internal_state": {"POST": self.set_internal_state, "PUT": self.set_internal_state},
             "/pause_generation": {"POST": lambda: self._send(*admin_routes.pause_generation())},
             "/continue_generation": {"POST": lambda: self._send(*admin_routes.continue_generation())},
+            "/hicache/storage-backend": {
+                "GET": lambda: self._send(*admin_routes.hicache_storage_backend(self.engine.resolved)),
+            },
             "/v1/models": {"GET": self.models},
             "/v1/completions": {"POST": self.completions},
             "/v1/chat/completions": {"POST": self.chat_completions},

@@ -23,6 +23,17 @@ def main(argv: list[str] | None = None, environ: dict[str, str] | None = None) -
         sys.stderr.write(f"sparkgate.sim: {exc}\n")
         return 2
     try:
+        # SGLang merges --config before parsing, and records the merged argv as launch_command.
+        argv = cli.merge_config(argv)
+    except cli.CONFIG_ERRORS as exc:
+        log.traceback(
+            "Traceback (most recent call last):\n"
+            '  File "/sgl-workspace/sglang/python/sglang/srt/server_args.py", line 689, in prepare_server_args\n'
+            "    argv = config_merger.merge_config_with_args(argv)\n"
+            f"{'ValueError' if isinstance(exc, cli.ConfigFileError) else type(exc).__name__}: {exc}"
+        )
+        return 1
+    try:
         args = cli.parse_engine_argv(argv)
     except cli.UsageError as exc:
         sys.stderr.write(cli.usage_error_text(exc))

@@ -116,7 +116,8 @@ def test_run_supervises_and_copies_log(monkeypatch, tmp_path, capfd):
     log = tmp_path / "logs" / "engine.log"
     log.parent.mkdir()
     log.write_text("previous run\n")
-    code = engine_entrypoint.run("sim", log, [])
+    admin = tmp_path / "admin"  # the admin key's directory, on a (pretend) tmpfs
+    code = engine_entrypoint.run("sim", log, [], admin_dir=admin, mountinfo=f"1 0 0:1 / {admin} rw - tmpfs tmpfs rw\n")
     assert code == 3
     assert log.read_text() == "fired up\n"
     assert (log.parent / "engine.log.1").read_text() == "previous run\n"

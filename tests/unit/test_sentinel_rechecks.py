@@ -165,7 +165,7 @@ def test_weight_change_closes_the_gate(make_sentinel, monkeypatch):
     sentinel.state.engine_startup_time = {"t": 1}
     monkeypatch.setattr(service, "run_checks", lambda evidence: [])
 
-    def gather(client, expectations, log, calibrate):
+    def gather(client, expectations, log, calibrate, admin_key_file=None):
         return Evidence(expectations=expectations, health_status=200, server_info={"startup_time": {"t": 1}},
                         model_info=client.get_json("/model_info"))
 
