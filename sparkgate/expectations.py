@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparkgate.bench.floor import recorded_baseline_tok_s
+from sparkgate.floor import recorded_baseline_tok_s
 from sparkgate.images import load_lock
 from sparkgate.optimizations import REGISTRY
 from sparkgate.sglang_cli import SGLANG_VERSION

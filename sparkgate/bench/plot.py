@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sparkgate import atomic
 from sparkgate.bench.published import BROKEN_DRAFT, PUBLISHED
-from sparkgate.bench.report import REGRESSION, Comparison
+from sparkgate.bench.comparison import REGRESSION, Comparison
 
 
 def render_png(comparison: Comparison, path: Path) -> Path:

@@ -5,63 +5,12 @@ from __future__ import annotations
 
 import io
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparkgate import atomic
-from sparkgate.bench import runs, stats
+from sparkgate.bench import plot, runs, stats
+from sparkgate.bench.comparison import DEFAULT_MIN_ACCEPT, REGRESSION, Comparison, Row
 from sparkgate.bench.published import BROKEN_DRAFT, PUBLISHED
-
-REGRESSION = "REGRESSION"
-DEFAULT_MIN_ACCEPT = 2.0
-
-
-@dataclass
-class Row:
-    run: runs.Run
-    numbers: dict
-    delta_pct: dict[str, float | None] = field(default_factory=dict)
-    mcnemar: stats.McNemar | None = None
-    flags: list[str] = field(default_factory=list)
-
-    @property
-    def label(self) -> str:
-        return self.run.label
-
-    def as_dict(self) -> dict:
-        return {
-            "run": self.run.id,
-            "label": self.label,
-            "profile": self.run.profile,
-            "results": self.numbers,
-            "delta_vs_baseline_pct": self.delta_pct,
-            "roofline": self.run.summary.get("roofline"),
-            "mcnemar_vs_baseline": self.mcnemar.as_dict() if self.mcnemar else None,
-            "flags": self.flags,
-        }
-
-
-@dataclass
-class Comparison:
-    baseline: Row
-    rows: list[Row]
-    alpha: float
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def regressions(self) -> list[str]:
-        return [f"{row.label}: {flag}" for row in self.rows for flag in row.flags if flag.startswith(REGRESSION)]
-
-    def as_dict(self) -> dict:
-        return {
-            "baseline": self.baseline.run.id,
-            "alpha": self.alpha,
-            "rows": [row.as_dict() for row in self.rows],
-            "notes": self.notes,
-            "regressions": self.regressions,
-            "published": {key: value.__dict__ for key, value in PUBLISHED.items()},
-        }
-
 
 def _pct(value: float | None, reference: float | None) -> float | None:
     if value is None or not reference:
@@ -251,7 +200,5 @@ def write(comparison: Comparison, out_dir: Path | None = None, png: bool = True)
     runs.write_json_atomic(out_dir / "compare.json", comparison.as_dict())
     atomic.write_text_atomically(out_dir / "compare.txt", text)
     if png:
-        from sparkgate.bench import plot
-
         plot.render_png(comparison, out_dir / "compare.png")
     return out_dir, text

@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from sparkgate.errors import Refusal
 
 SPARK_BANDWIDTH_GB_S = 273.0
 GB = 1e9
@@ -47,7 +48,7 @@ BF16_BYTES = 2.0
 FP32_BYTES = 4.0
 
 
-class RooflineError(ValueError):
+class RooflineError(Refusal, ValueError):
     pass
 
 

@@ -12,9 +12,10 @@ from pathlib import Path
 from sparkgate.bench import envfacts, floor, harness, roofline, runs, stats, workloads
 from sparkgate.bench.published import PUBLISHED
 from sparkgate.paths import build_dir
+from sparkgate.errors import Refusal
 
 
-class BenchError(RuntimeError):
+class BenchError(Refusal, RuntimeError):
     pass
 
 

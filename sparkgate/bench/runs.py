@@ -17,13 +17,14 @@ from pathlib import Path
 
 from sparkgate import atomic
 from sparkgate.paths import build_dir
+from sparkgate.errors import Refusal
 
 SUMMARY = "summary.json"
 REQUESTS = "requests.jsonl"
 SUMMARY_VERSION = 1
 
 
-class RunError(ValueError):
+class RunError(Refusal, ValueError):
     pass
 
 

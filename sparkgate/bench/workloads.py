@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkgate.bench import answers
+from sparkgate.errors import Refusal
 
 INSTRUCTION = (
     "Solve the math problem. Reason step by step, then give the final answer on its own line "
@@ -88,7 +89,7 @@ def few_shot_prompt(question: str, shots: tuple[tuple[str, str], ...] = DEFAULT_
     return "\n".join(parts)
 
 
-class WorkloadError(ValueError):
+class WorkloadError(Refusal, ValueError):
     pass
 
 

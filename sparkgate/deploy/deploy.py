@@ -20,6 +20,7 @@ from sparkgate.images import load_lock
 from sparkgate.paths import build_dir, repo_root
 from sparkgate.phases import current_phase
 from sparkgate.render import write_file_atomically
+from sparkgate.errors import Refusal
 
 SPARK_START_BUDGET_S = 20 * 60  # cold start is ~8 min; graphs + JIT can add more on a first run
 SIM_START_BUDGET_S = 5 * 60
@@ -60,7 +61,7 @@ class DeployResult:
     record: Path | None = None
 
 
-class DeployRefused(Exception):
+class DeployRefused(Refusal):
     """Profile, preflight or render refusal: nothing was started and a running stack was not touched.
     (One exception: on a Spark, memory still short after the old stack stopped.)"""
 

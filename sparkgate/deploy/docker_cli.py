@@ -8,9 +8,10 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from sparkgate.errors import Refusal
 
 
-class DockerError(RuntimeError):
+class DockerError(Refusal, RuntimeError):
     pass
 
 

@@ -11,12 +11,10 @@ from pathlib import Path
 from invoke import Collection, Exit
 
 from sparkgate import profiles
-from sparkgate.bench.floor import FloorError
 from sparkgate.deploy import deploy as deploy_mod
 from sparkgate.deploy import docker_cli
 from sparkgate.evidence.client import fetch_json
 from sparkgate.paths import build_dir, repo_root
-from sparkgate.problems import ProfileError
 from sparkgate.tasks.common import STACK_HELP, require, sparkgate_task
 
 
@@ -72,10 +70,7 @@ def deploy(c, profile=None, target="spark", port=18000, bind="127.0.0.1", api_ke
         from sparkgate.tasks.images import ensure_runtime_image
 
         ensure_runtime_image(c)
-    try:
-        result = deploy_mod.deploy(options, say=lambda line: print(line, flush=True))
-    except (ProfileError, deploy_mod.DeployRefused, docker_cli.DockerError, FloorError) as exc:
-        raise Exit(f"sparkgate deploy: {exc}", code=1) from None
+    result = deploy_mod.deploy(options, say=lambda line: print(line, flush=True))
     if dry_run:
         return
     print(f"deploy record: {result.record}")
