@@ -17,10 +17,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
 
 def update_weights_from_sentinel(stack, body: dict) -> dict:
-    """POST /update_weights_from_disk to the engine from inside the sentinel container (engine network)."""
+    """POST /update_weights_from_disk to the engine from inside the sentinel container (engine network), with
+    the engine's admin key (only the sentinel's container can read it)."""
     code = ("import json, sys, urllib.request;"
+            "key = open('/run/sparkgate-admin/admin-key').read().strip();"
             "r = urllib.request.Request('http://engine:30000/update_weights_from_disk', data=sys.stdin.buffer.read(),"
-            " method='POST', headers={'Content-Type': 'application/json'});"
+            " method='POST', headers={'Content-Type': 'application/json', 'Authorization': 'Bearer ' + key});"
             "sys.stdout.write(urllib.request.urlopen(r, timeout=10).read().decode())")
     argv = ["docker", "exec", "-i", stack.project.container("sentinel"), "python3", "-c", code]
     out = subprocess.run(argv, input=json.dumps(body), capture_output=True, text=True, timeout=30, check=True)

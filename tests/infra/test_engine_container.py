@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from sparkgate import admin_key
 from sparkgate import sglang_flags as F
 from sparkgate.sglang_cli import resolve_spelling
 from tests.infra.conftest import inspect, mounts, proc_environ
@@ -17,7 +18,9 @@ FULL_CAPABILITIES = 0x1FFFFFFFFF
 
 
 def test_engine_argv_equals_bundle(engine_processes, bundle):
-    assert engine_processes.server_argv == json.loads((bundle / "argv.json").read_text())
+    # The entrypoint appends only its admin-key config file (sparkgate.admin_key), never a key.
+    config = ["--config", str(admin_key.ADMIN_DIR / admin_key.CONFIG_FILE_NAME)]
+    assert engine_processes.server_argv == json.loads((bundle / "argv.json").read_text()) + config
 
 
 def test_engine_env_carries_profile_env(engine_host, engine_processes, bundle_env):

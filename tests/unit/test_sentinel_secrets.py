@@ -182,3 +182,50 @@ def test_sentinel_reads_the_key_afresh_after_an_engine_restart(sentinel, tmp_pat
     (tmp_path / "admin-key").write_text("a-new-key-after-restart\n")
     sentinel.state.set("closed", "saw a-new-key-after-restart")
     assert sentinel.state.snapshot()["reason"] == f"saw {admin_key.REDACTED}"
+
+
+def sglang_route_levels() -> dict[tuple[str, str], str]:
+    """(method, path) -> auth level name for every route in SGLang 0.5.23's http_server.py (AST: the
+    `@app.get/post/api_route` decorators and `@auth_level(AuthLevel.X)`; unmarked routes are NORMAL)."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("sglang")
+    assert spec is not None and spec.submodule_search_locations
+    source = Path(next(iter(spec.submodule_search_locations))) / "srt" / "entrypoints" / "http_server.py"
+    levels = {}
+    for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        level, routes = "NORMAL", []
+        for deco in node.decorator_list:
+            if not isinstance(deco, ast.Call):
+                continue
+            if isinstance(deco.func, ast.Name) and deco.func.id == "auth_level":
+                level = deco.args[0].attr
+            elif isinstance(deco.func, ast.Attribute) and deco.args and isinstance(deco.args[0], ast.Constant):
+                methods = [deco.func.attr.upper()]
+                for kw in deco.keywords:
+                    if kw.arg == "methods":
+                        methods = [m.value for m in kw.value.elts]
+                routes += [(m, deco.args[0].value) for m in methods]
+        levels.update(dict.fromkeys(routes, level))
+    return levels
+
+
+@pytest.mark.sglang
+def test_the_probe_route_is_a_read_only_admin_route_in_sglang():
+    levels = sglang_route_levels()
+    assert levels[("GET", admin_probe.PROBE_ROUTE)] == "ADMIN_OPTIONAL"
+    assert ("POST", admin_probe.PROBE_ROUTE) not in levels  # GET only: it changes nothing
+    assert levels[("GET", "/server_info")] == "NORMAL"  # which is why /server_info leaks the key
+
+
+@pytest.mark.sglang
+def test_every_sim_admin_route_is_admin_level_in_sglang():
+    from sparkgate.sim import admin_routes
+
+    levels = sglang_route_levels()
+    admin_paths = {path for (_method, path), level in levels.items() if level.startswith("ADMIN")}
+    assert admin_routes.ADMIN_OPTIONAL_ROUTES <= admin_paths
