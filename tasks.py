@@ -2,9 +2,12 @@
 
 from invoke import Collection
 
+from sparkgate import defaults
 from sparkgate.tasks import bench, bundle, dev, images, stack
 
 ns = Collection()
+# Defaults typed once (sparkgate/defaults.py); override with invoke's config, e.g. INVOKE_SPARKGATE_GATEWAY_PORT.
+ns.configure({"sparkgate": defaults.invoke_config()})
 for collection in (bench.ns, bundle.ns, dev.ns, stack.ns):
     for name, task_obj in collection.tasks.items():
         ns.add_task(task_obj, name=name)

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from sparkgate import defaults
 from sparkgate.errors import run_cli
 
 EXIT_INVALID = 1
@@ -164,7 +165,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         from sparkgate import expectations as expectations_mod
 
         loaded = _load(args.profile)
-        scale = args.time_scale if args.time_scale is not None else (0.05 if args.target == "sim" else 1.0)
+        scale = args.time_scale if args.time_scale is not None else (defaults.SIM_TIME_SCALE if args.target == "sim" else 1.0)
         expectations = expectations_mod.build(loaded, args.target, scale)
     if args.time_scale is not None:
         expectations["time_scale"] = args.time_scale
@@ -229,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     render_p = with_profile(sub.add_parser("render", help="render build/<profile>/"))
     render_p.add_argument("--target", choices=["spark", "sim"], default="spark")
     render_p.add_argument("--out", help="output directory (default build/<profile>)")
-    render_p.add_argument("--sim-time-scale", type=float, default=0.05)
+    render_p.add_argument("--sim-time-scale", type=float, default=defaults.SIM_TIME_SCALE)
     render_p.add_argument("--dry-run", action="store_true")
     render_p.set_defaults(func=cmd_render)
     for name, func, help_text in (
@@ -272,9 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
     sentinel.add_argument("--bundle", default="/bundle", help="rendered bundle directory (expectations.json, argv.json)")
     sentinel.add_argument("--log-file", default="/var/log/sparkgate/engine.log")
     sentinel.add_argument("--tests", default="/opt/sparkgate/tests", help="directory holding infra/ and smoke/")
-    sentinel.add_argument("--period", type=float, default=5.0, help="seconds between re-checks")
-    sentinel.add_argument("--port", type=int, default=8081)
-    sentinel.add_argument("--closed-port", type=int, default=8082)
+    sentinel.add_argument("--period", type=float, default=defaults.RECHECK_PERIOD_S, help="seconds between re-checks")
+    sentinel.add_argument("--port", type=int, default=defaults.SENTINEL_PORT)
+    sentinel.add_argument("--closed-port", type=int, default=defaults.SENTINEL_CLOSED_PORT)
     sentinel.add_argument("--api-key-file", help="the engine's API key, if it has one")
     sentinel.set_defaults(func=cmd_sentinel)
     gateway_p = sub.add_parser("gateway", help="gateway container entrypoint (API key, then HAProxy)")

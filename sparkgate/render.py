@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from sparkgate import admin_key, atomic, expectations, gateway_routes
+from sparkgate import admin_key, atomic, defaults, expectations, gateway_routes
 from sparkgate import sglang_flags as F
 from sparkgate.images import load_lock
 from sparkgate.paths import build_dir, templates_dir
@@ -23,13 +23,13 @@ from sparkgate.profiles import LoadedProfile
 TARGETS = ("spark", "sim")
 ENGINE_LOG = "/var/log/sparkgate/engine.log"
 # The simulator runs this much faster than real time unless told otherwise (CI, demos).
-DEFAULT_SIM_TIME_SCALE = 0.05
+DEFAULT_SIM_TIME_SCALE = defaults.SIM_TIME_SCALE
 
 
-SENTINEL_PORT = 8081
-SENTINEL_CLOSED_PORT = 8082
-GATEWAY_CONTAINER_PORT = 8080
-DEFAULT_GATEWAY_PORT = 18000
+SENTINEL_PORT = defaults.SENTINEL_PORT
+SENTINEL_CLOSED_PORT = defaults.SENTINEL_CLOSED_PORT
+GATEWAY_CONTAINER_PORT = defaults.GATEWAY_CONTAINER_PORT
+DEFAULT_GATEWAY_PORT = defaults.GATEWAY_PORT
 ADMIN_KEY_VOLUME = "engine-admin"
 ADMIN_KEY_TMPFS_OPTIONS = "mode=0700,uid=0,gid=0,size=64k,noexec,nosuid,nodev"
 
@@ -41,7 +41,7 @@ class RenderOptions:
     # Path from the compose file's directory to the bundle files (env_file etc.).
     bundle_dir: str = "."
     # Seconds between the sentinel's re-checks; the gateway closes within one period.
-    recheck_period_s: float = 5.0
+    recheck_period_s: float = defaults.RECHECK_PERIOD_S
     # Simulator faults (sim target only), e.g. ("draft-lm-head-unshared",); empty for a healthy engine.
     sim_faults: tuple[str, ...] = ()
     sim_admin: bool = False

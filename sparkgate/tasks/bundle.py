@@ -65,13 +65,14 @@ def show(c, profile=None):
         "profile": "profile name or YAML path",
         "target": "spark (default) or sim",
         "dry_run": "list the files without writing them",
-        "sim_time_scale": "simulator speed-up for the sim target (0.05 = 20x faster)",
+        "sim_time_scale": "simulator speed-up for the sim target (default: sparkgate.sim_time_scale, 0.05 = 20x faster)",
     }
 )
-def render(c, profile=None, target="spark", dry_run=False, sim_time_scale=0.05):
+def render(c, profile=None, target="spark", dry_run=False, sim_time_scale=None):
     """Render build/<profile>/ (compose.yaml, engine-env.json, argv.json, expectations.json, manifest.json)."""
     require(profile, "profile", "invoke render --profile all-three")
     _refuse_if_running(profile)
+    sim_time_scale = sim_time_scale or c.config.sparkgate.sim_time_scale
     argv = ["render", "--profile", profile, "--target", target, "--sim-time-scale", str(sim_time_scale)]
     _run(argv + (["--dry-run"] if dry_run else []))
 

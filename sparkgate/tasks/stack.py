@@ -25,10 +25,10 @@ def _project(profile: str | None, project: str | None, out: str | None, task: st
     return docker_cli.Project(project or f"sparkgate-{name}", bundle / "compose.yaml")
 
 
-def _gateway_url(stack: docker_cli.Project, port) -> str:
+def _gateway_url(c, stack: docker_cli.Project, port) -> str:
     if port:
         return f"http://127.0.0.1:{int(port)}"
-    return _record(stack).get("gateway_url") or f"http://127.0.0.1:{os.environ.get('SPARKGATE_GATEWAY_PORT', 18000)}"
+    return _record(stack).get("gateway_url") or f"http://127.0.0.1:{c.config.sparkgate.gateway_port}"
 
 
 def _record(project: docker_cli.Project) -> dict:
@@ -41,25 +41,30 @@ def _record(project: docker_cli.Project) -> dict:
     help={
         "profile": "profile name or YAML path",
         "target": "spark (default: the DGX Spark this runs on) or sim (the simulator, where no Spark is present)",
-        "port": "gateway port on the bind address (default 18000)",
-        "bind": "gateway bind address (default 127.0.0.1; anything else needs --api-key-file)",
+        "port": "gateway port on the bind address (default: sparkgate.gateway_port, 18000)",
+        "bind": "gateway bind address (default: sparkgate.gateway_bind, 127.0.0.1; anything else needs --api-key-file)",
         "api_key_file": "file holding the gateway API key",
         "project": "compose project name (default sparkgate-<profile>)",
         "out": "bundle directory (default build/<profile>)",
         "sim_faults": "comma-separated simulator faults (sim target), e.g. draft-lm-head-unshared",
         "sim_admin": "enable the simulator's admin endpoint (fault switching; drills and tests)",
-        "sim_time_scale": "simulator speed: engine seconds per wall second (default 0.05 = 20x faster)",
+        "sim_time_scale": "simulator speed: engine seconds per wall second (default: sparkgate.sim_time_scale, 0.05 = 20x faster)",
         "sim_startup": "simulated startup length in engine seconds (default: Spark-like, about 8 minutes)",
         "period": "sentinel re-check period in seconds",
         "budget": "seconds to wait for the verdict (default: 1200 on spark, 300 on sim)",
         "dry_run": "preflight and show what would be written and started, start nothing",
     }
 )
-def deploy(c, profile=None, target="spark", port=18000, bind="127.0.0.1", api_key_file=None, project=None, out=None,
-           sim_faults="", sim_admin=False, sim_time_scale=0.05, sim_startup=None, period=5.0, budget=None,
+def deploy(c, profile=None, target="spark", port=None, bind=None, api_key_file=None, project=None, out=None,
+           sim_faults="", sim_admin=False, sim_time_scale=None, sim_startup=None, period=None, budget=None,
            dry_run=False):
     """Preflight, render, up, wait, prove, admit. Exit 0 only when the gateway admits traffic."""
     require(profile, "profile", "invoke deploy --profile all-three --target sim")
+    settings = c.config.sparkgate  # defaults (sparkgate.defaults), overridable through invoke's configuration
+    port = port or settings.gateway_port
+    bind = bind or settings.gateway_bind
+    sim_time_scale = sim_time_scale or settings.sim_time_scale
+    period = period or settings.recheck_period_s
     options = deploy_mod.DeployOptions(
         profile=profile, target=target, project=project, out=Path(out) if out else None, port=int(port), bind=bind,
         api_key_file=api_key_file, sim_faults=tuple(f for f in sim_faults.split(",") if f), sim_admin=sim_admin,
@@ -86,7 +91,7 @@ def status(c, profile=None, target=None, port=None, project=None, out=None, api_
         state = stack.state(service) or {}
         health = (state.get("Health") or {}).get("Status", "-")
         print(f"{service:9s} {state.get('Status', 'absent'):10s} health={health}")
-    url = _gateway_url(stack, port)
+    url = _gateway_url(c, stack, port)
     api_key = Path(api_key_file).read_text().strip() if api_key_file else None
     code, verdict = fetch_json(f"{url}/sparkgate/verdict", api_key)
     if verdict is None:
@@ -109,7 +114,7 @@ def smoke(c, profile=None, url=None, api_key_file=None, target=None, port=None, 
     """Run the smoke suite against the gateway (or any base URL)."""
     stack = _project(profile, project, out, "smoke")
     loaded = profiles.load(profile)
-    url = url or _gateway_url(stack, port)
+    url = url or _gateway_url(c, stack, port)
     result = deploy_mod.run_smoke(url, loaded.profile.model.served_name, api_key_file)
     print(result.stdout)
     if result.returncode:
