@@ -28,9 +28,9 @@ def test(c, marker="", path="tests", dry_run=False):
     if dry_run:
         return
     if "not docker" not in marker:  # the suite includes the Docker end-to-end tests: make sure their image exists
-        from sparkgate.tasks.images import ensure_runtime_image
+        from sparkgate.image_build import ensure_runtime_image
 
-        ensure_runtime_image(c)
+        ensure_runtime_image()
     code = subprocess.call(argv)
     if code == PYTEST_NO_TESTS:
         raise Exit("pytest collected no tests: check the path and -m expression", code=code)

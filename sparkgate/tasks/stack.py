@@ -72,9 +72,9 @@ def deploy(c, profile=None, target="spark", port=None, bind=None, api_key_file=N
         recheck_period_s=float(period), budget_s=float(budget) if budget else None, dry_run=dry_run,
     )
     if target == "sim" and not dry_run:
-        from sparkgate.tasks.images import ensure_runtime_image
+        from sparkgate.image_build import ensure_runtime_image
 
-        ensure_runtime_image(c)
+        ensure_runtime_image()
     result = deploy_mod.deploy(options, say=lambda line: print(line, flush=True))
     if dry_run:
         return

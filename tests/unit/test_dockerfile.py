@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from sparkgate.images import load_lock
-from sparkgate.tasks import images as image_tasks
+from sparkgate import image_build as image_tasks
 
 REPO = Path(__file__).resolve().parents[2]
 SPARK_DOCKERFILE = REPO / "Dockerfile"
