@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from sparkgate import defaults
+from sparkgate import commands, defaults
 from sparkgate.errors import run_cli
 
 EXIT_INVALID = 1
@@ -27,85 +27,34 @@ def cmd_profiles(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    loaded = _load(args.profile)
-    print(f"{loaded.source}: valid ({', '.join(loaded.profile.requested()) or 'no optimizations'})")
+    commands.validate(args.profile)
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from sparkgate import display
-
-    loaded = _load(args.profile)
-    out = display.console()
-    for table in display.launch_tables(loaded):
-        out.print(table)
-    out.print(display.command_line(loaded))
+    commands.show(args.profile)
     return 0
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from sparkgate import render
-
-    loaded = _load(args.profile)
-    options = render.RenderOptions(target=args.target, sim_time_scale=args.sim_time_scale)
-    if args.dry_run:
-        for name, text in render.render_files(loaded, options).items():
-            print(f"--- {name} ({len(text)} bytes)")
-        return 0
-    out = render.render(loaded, options, Path(args.out) if args.out else None)
-    print(f"rendered {loaded.source} for target {args.target} -> {out}")
-    return 0
-
-
-def _sync(path: Path, text: str, check: bool, what: str, regenerate: str) -> int:
-    from sparkgate.render import write_file_atomically
-
-    if check:
-        current = path.read_text(encoding="utf-8") if path.exists() else None
-        if current != text:
-            print(f"{path}: stale {what}; regenerate with `{regenerate}`", file=sys.stderr)
-            return EXIT_INVALID
-        print(f"{path}: up to date")
-        return 0
-    write_file_atomically(path, text)
-    print(f"wrote {path}")
+    commands.render_bundle(args.profile, target=args.target, out=args.out, sim_time_scale=args.sim_time_scale,
+                           dry_run=args.dry_run)
     return 0
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from sparkgate import schema
-
-    return _sync(schema.committed_schema_path(), schema.schema_text(), args.check, "profile schema", "invoke schema")
+    commands.sync_schema(args.check)
+    return 0
 
 
 def cmd_top_level(args: argparse.Namespace) -> int:
-    from sparkgate import render
-    from sparkgate.paths import repo_root
-
-    text = render.top_level_compose(_load(render.TOP_LEVEL_PROFILE))
-    return _sync(repo_root() / "compose.yaml", text, args.check, "top-level compose.yaml", "invoke render-top-level")
+    commands.sync_top_level(args.check)
+    return 0
 
 
 def cmd_manifest(args: argparse.Namespace) -> int:
-    from importlib import resources
-
-    from sparkgate import sglang_cli, sglang_env
-
-    manifest = sglang_cli.generate_manifest()
-    if manifest["sglang_version"] != sglang_cli.SGLANG_VERSION:
-        print(
-            f"installed sglang is {manifest['sglang_version']}, sparkgate pins {sglang_cli.SGLANG_VERSION}; "
-            f"install sglang=={sglang_cli.SGLANG_VERSION} first",
-            file=sys.stderr,
-        )
-        return EXIT_INVALID
-    data = resources.files("sparkgate.data")
-    cli_path = Path(str(data.joinpath(sglang_cli.MANIFEST_RESOURCE)))
-    cli_status = _sync(cli_path, sglang_cli.manifest_text(manifest), args.check, "SGLang CLI manifest", "invoke manifest")
-    env_path = Path(str(data.joinpath(sglang_env.MANIFEST_RESOURCE)))
-    env_status = _sync(env_path, sglang_env.manifest_text(sglang_env.generate_manifest()), args.check,
-                       "SGLang env manifest", "invoke manifest")
-    return cli_status or env_status
+    commands.sync_manifests(args.check)
+    return 0
 
 
 def cmd_parse_with_sglang(args: argparse.Namespace) -> int:
@@ -146,45 +95,12 @@ def cmd_build_guard(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    import json
-
-    from sparkgate import display
-    from sparkgate.evidence import logs, report
-    from sparkgate.evidence.verify import verify
-
-    if bool(args.profile) == bool(args.expectations):
-        print("sparkgate verify: give exactly one of --profile or --expectations", file=sys.stderr)
-        return EXIT_USAGE
-    if args.expectations:
-        try:
-            expectations = json.loads(Path(args.expectations).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            print(f"{args.expectations}: cannot read expectations: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-    else:
-        from sparkgate import expectations as expectations_mod
-
-        loaded = _load(args.profile)
-        scale = args.time_scale if args.time_scale is not None else (defaults.SIM_TIME_SCALE if args.target == "sim" else 1.0)
-        expectations = expectations_mod.build(loaded, args.target, scale)
-    if args.time_scale is not None:
-        expectations["time_scale"] = args.time_scale
-    if args.log_file and args.container:
-        print("sparkgate verify: give at most one of --log-file or --container", file=sys.stderr)
-        return EXIT_USAGE
-    log = logs.from_file(args.log_file) if args.log_file else logs.from_container(args.container) if args.container else logs.missing()
-    try:
-        api_key = Path(args.api_key_file).read_text().strip() if args.api_key_file else None
-    except OSError as exc:
-        print(f"sparkgate verify: --api-key-file {args.api_key_file}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_USAGE
-    out = display.console()
-    verdict = verify(args.engine_url, expectations, log, api_key=api_key, calibrate=not args.no_calibrate,
-                     progress=lambda message: out.print(f"[dim]{message}[/dim]"))
-    report.print_verdict(verdict, out)
-    if args.json:
-        report.write_json(verdict, Path(args.json))
-    return 0 if verdict.passed else EXIT_INVALID
+    commands.verify_engine(
+        args.engine_url, profile=args.profile, expectations_file=args.expectations, target=args.target,
+        time_scale=args.time_scale, log_file=args.log_file, container=args.container,
+        api_key_file=args.api_key_file, calibrate=not args.no_calibrate, json_out=args.json,
+    )
+    return 0
 
 
 def cmd_sentinel(args: argparse.Namespace) -> int:
@@ -286,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return run_cli(lambda: args.func(args), prefix="")
+    return run_cli(lambda: args.func(args), prefix=f"sparkgate {args.command}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,11 @@ class Refusal(Exception):
     and how to fix it; `exit_code` is what the process exits with."""
 
     exit_code = 1
+    # False when every line already starts with where it comes from (a profile refusal names its file).
+    prefixed = True
+
+    def shown(self, prefix: str) -> str:
+        return f"{prefix}: {self}" if self.prefixed and prefix else str(self)
 
 
 def one_line(text: str) -> str:
@@ -32,7 +37,7 @@ def refusals_exit(prefix: str) -> Callable[[F], F]:
             try:
                 return fn(*args, **kwargs)
             except Refusal as exc:
-                raise Exit(f"{prefix}: {exc}", code=exc.exit_code) from None
+                raise Exit(exc.shown(prefix), code=exc.exit_code) from None
 
         return wrapper  # type: ignore[return-value]
 
@@ -44,5 +49,5 @@ def run_cli(func: Callable[[], int], prefix: str) -> int:
     try:
         return func()
     except Refusal as exc:
-        print(f"{prefix}: {exc}" if prefix else str(exc), file=sys.stderr)
+        print(exc.shown(prefix), file=sys.stderr)
         return exc.exit_code

@@ -23,6 +23,8 @@ class Problem:
 class ProfileError(Refusal):
     """Raised when a profile cannot be turned into a launch; nothing has been written."""
 
+    prefixed = False  # each line starts with the profile file it is about
+
     def __init__(self, problems: list[Problem]):
         self.problems = problems
         super().__init__("\n".join(str(p) for p in problems))

@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-from invoke import Collection, Exit
+from invoke import Collection
 
-from sparkgate import cli
+from sparkgate import commands
+from sparkgate.errors import Refusal
 from sparkgate.problems import ProfileError
 from sparkgate.tasks.common import require, sparkgate_task
-
-
-def _run(argv: list[str]) -> None:
-    """Run a `sparkgate` subcommand in-process; a refusal becomes `Exit` with its one-line reason."""
-    try:
-        code = cli.main(argv)
-    except ProfileError as exc:  # cli.main already handles this; kept for direct callers
-        raise Exit(str(exc), code=1) from None
-    if code:
-        raise Exit(code=code)
 
 
 def _refuse_if_running(profile: str) -> None:
@@ -37,26 +28,28 @@ def _refuse_if_running(profile: str) -> None:
         capture_output=True, text=True, check=False,
     ).stdout.split()
     if running:
-        raise Exit(f"sparkgate-{name} is running from build/{name}: re-rendering would pull its bundle away. "
+        raise Refusal(f"sparkgate-{name} is running from build/{name}: re-rendering would pull its bundle away. "
                    f"Fix: `invoke down --profile {name}` first, or `invoke deploy` (which replaces it)")
 
 
 @sparkgate_task("profiles")
 def profiles(c):
     """List shipped profiles with their optimizations and descriptions."""
-    _run(["profiles"])
+    from sparkgate import display
+
+    display.console().print(display.profiles_table())
 
 
 @sparkgate_task("validate", help={"profile": "profile name in profiles/ or a path to a YAML file"})
 def validate(c, profile=None):
     """Validate a profile (schema, SGLang flags, conflict rules); writes nothing."""
-    _run(["validate", "--profile", require(profile, "profile", "invoke validate --profile all-three")])
+    commands.validate(require(profile, "profile", "invoke validate --profile all-three"))
 
 
 @sparkgate_task("show", help={"profile": "profile name or YAML path"})
 def show(c, profile=None):
     """Show a profile's SGLang argv, engine env and the evidence the gate will require."""
-    _run(["show", "--profile", require(profile, "profile", "invoke show --profile all-three")])
+    commands.show(require(profile, "profile", "invoke show --profile all-three"))
 
 
 @sparkgate_task(
@@ -72,27 +65,26 @@ def render(c, profile=None, target="spark", dry_run=False, sim_time_scale=None):
     """Render build/<profile>/ (compose.yaml, engine-env.json, argv.json, expectations.json, manifest.json)."""
     require(profile, "profile", "invoke render --profile all-three")
     _refuse_if_running(profile)
-    sim_time_scale = sim_time_scale or c.config.sparkgate.sim_time_scale
-    argv = ["render", "--profile", profile, "--target", target, "--sim-time-scale", str(sim_time_scale)]
-    _run(argv + (["--dry-run"] if dry_run else []))
+    commands.render_bundle(profile, target=target, sim_time_scale=float(sim_time_scale or c.config.sparkgate.sim_time_scale),
+                           dry_run=dry_run)
 
 
 @sparkgate_task("schema", help={"check": "fail instead of writing when the committed file is stale"})
 def schema(c, check=False):
     """Export the profile model's JSON Schema to schema/profile.schema.json."""
-    _run(["schema"] + (["--check"] if check else []))
+    commands.sync_schema(check)
 
 
 @sparkgate_task("render-top-level", help={"check": "fail instead of writing when the committed file is stale"})
 def render_top_level(c, check=False):
     """Write the committed top-level compose.yaml (the all-three render for the spark target)."""
-    _run(["render-top-level"] + (["--check"] if check else []))
+    commands.sync_top_level(check)
 
 
 @sparkgate_task("manifest", help={"check": "fail instead of writing when the committed manifest is stale"})
 def manifest(c, check=False):
     """Regenerate sparkgate/data/sglang-{cli,env}-0.5.23.json from the installed sglang==0.5.23."""
-    _run(["manifest"] + (["--check"] if check else []))
+    commands.sync_manifests(check)
 
 
 ns = Collection(profiles, validate, show, render, schema, render_top_level, manifest)

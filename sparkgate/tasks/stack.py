@@ -10,7 +10,7 @@ from pathlib import Path
 
 from invoke import Collection, Exit
 
-from sparkgate import profiles
+from sparkgate import commands, profiles
 from sparkgate.deploy import deploy as deploy_mod
 from sparkgate.deploy import docker_cli
 from sparkgate.evidence.client import fetch_json
@@ -157,21 +157,12 @@ def down(c, profile=None, target=None, port=None, project=None, out=None, volume
 def verify(c, engine_url=None, profile=None, expectations=None, log_file=None, container=None, json_out=None,
            target="spark", time_scale=None, api_key_file=None, no_calibrate=False):
     """Prove from runtime evidence that the profile's optimizations engaged (exit 1 if not)."""
-    from sparkgate import cli
-
     require(engine_url, "engine-url", "invoke verify --profile all-three --engine-url http://127.0.0.1:30000")
-    argv = ["verify", "--engine-url", engine_url, "--target", target]
-    argv += ["--profile", profile] if profile else []
-    argv += ["--expectations", expectations] if expectations else []
-    argv += ["--api-key-file", api_key_file] if api_key_file else []
-    argv += ["--no-calibrate"] if no_calibrate else []
-    argv += ["--log-file", log_file] if log_file else []
-    argv += ["--container", container] if container else []
-    argv += ["--json", json_out] if json_out else []
-    argv += ["--time-scale", str(time_scale)] if time_scale else []
-    code = cli.main(argv)
-    if code:
-        raise Exit(code=code)
+    commands.verify_engine(
+        engine_url, profile=profile, expectations_file=expectations, target=target,
+        time_scale=float(time_scale) if time_scale else None, log_file=log_file, container=container,
+        api_key_file=api_key_file, calibrate=not no_calibrate, json_out=json_out,
+    )
 
 
 ns = Collection(deploy, status, logs, smoke, infra, down, verify)

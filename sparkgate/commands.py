@@ -1,0 +1,147 @@
+"""The operations both front ends offer: `sparkgate <command>` (sparkgate/cli.py, inside containers and CI)
+and `invoke <task>` (sparkgate/tasks/). Each takes plain keyword arguments; a "no" is a Refusal."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+from sparkgate import defaults
+from sparkgate.errors import Refusal
+
+
+class UsageError(Refusal):
+    exit_code = 2
+
+
+class StaleFile(Refusal):
+    """A committed generated file differs from what the code generates now."""
+
+
+class VerdictRefused(Refusal):
+    """The engine's verdict did not pass (the verdict itself was printed above)."""
+
+
+def _load(profile: str):
+    from sparkgate import profiles
+
+    return profiles.load(profile)
+
+
+def validate(profile: str) -> None:
+    loaded = _load(profile)
+    print(f"{loaded.source}: valid ({', '.join(loaded.profile.requested()) or 'no optimizations'})")
+
+
+def show(profile: str) -> None:
+    from sparkgate import display
+
+    loaded = _load(profile)
+    out = display.console()
+    for table in display.launch_tables(loaded):
+        out.print(table)
+    out.print(display.command_line(loaded))
+
+
+def render_bundle(profile: str, target: str = "spark", out: str | None = None,
+                  sim_time_scale: float = defaults.SIM_TIME_SCALE, dry_run: bool = False) -> None:
+    from sparkgate import render
+
+    loaded = _load(profile)
+    options = render.RenderOptions(target=target, sim_time_scale=sim_time_scale)
+    if dry_run:
+        for name, text in render.render_files(loaded, options).items():
+            print(f"--- {name} ({len(text)} bytes)")
+        return
+    written = render.render(loaded, options, Path(out) if out else None)
+    print(f"rendered {loaded.source} for target {target} -> {written}")
+
+
+def _sync(path: Path, text: str, check: bool, what: str, regenerate: str) -> None:
+    from sparkgate.atomic import write_text_atomically
+
+    if check:
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current != text:
+            raise StaleFile(f"{path}: stale {what}; regenerate with `{regenerate}`")
+        print(f"{path}: up to date")
+        return
+    write_text_atomically(path, text)
+    print(f"wrote {path}")
+
+
+def sync_schema(check: bool = False) -> None:
+    from sparkgate import schema
+
+    _sync(schema.committed_schema_path(), schema.schema_text(), check, "profile schema", "invoke schema")
+
+
+def sync_top_level(check: bool = False) -> None:
+    from sparkgate import render
+    from sparkgate.paths import repo_root
+
+    text = render.top_level_compose(_load(render.TOP_LEVEL_PROFILE))
+    _sync(repo_root() / "compose.yaml", text, check, "top-level compose.yaml", "invoke render-top-level")
+
+
+def sync_manifests(check: bool = False) -> None:
+    from sparkgate import sglang_cli, sglang_env
+
+    manifest = sglang_cli.generate_manifest()
+    if manifest["sglang_version"] != sglang_cli.SGLANG_VERSION:
+        raise UsageError(f"installed sglang is {manifest['sglang_version']}, sparkgate pins "
+                         f"{sglang_cli.SGLANG_VERSION}; install sglang=={sglang_cli.SGLANG_VERSION} first")
+    data = resources.files("sparkgate.data")
+    stale = []
+    for path, text, what in (
+        (Path(str(data.joinpath(sglang_cli.MANIFEST_RESOURCE))), sglang_cli.manifest_text(manifest), "SGLang CLI manifest"),
+        (Path(str(data.joinpath(sglang_env.MANIFEST_RESOURCE))),
+         sglang_env.manifest_text(sglang_env.generate_manifest()), "SGLang env manifest"),
+    ):
+        try:
+            _sync(path, text, check, what, "invoke manifest")
+        except StaleFile as exc:
+            stale.append(str(exc))
+    if stale:
+        raise StaleFile("; ".join(stale))
+
+
+def verify_engine(engine_url: str, *, profile: str | None = None, expectations_file: str | None = None,
+                  target: str = "spark", time_scale: float | None = None, log_file: str | None = None,
+                  container: str | None = None, api_key_file: str | None = None, calibrate: bool = True,
+                  json_out: str | None = None) -> None:
+    """Gather evidence from a running engine and print the verdict; VerdictRefused unless it passed."""
+    from sparkgate import display
+    from sparkgate import expectations as expectations_mod
+    from sparkgate.evidence import logs, report
+    from sparkgate.evidence.verify import verify
+
+    if bool(profile) == bool(expectations_file):
+        raise UsageError("give exactly one of --profile or --expectations")
+    if log_file and container:
+        raise UsageError("give at most one of --log-file or --container")
+    if expectations_file:
+        try:
+            expectations = json.loads(Path(expectations_file).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UsageError(f"{expectations_file}: cannot read expectations: {exc}") from None
+    else:
+        scale = time_scale if time_scale is not None else (defaults.SIM_TIME_SCALE if target == "sim" else 1.0)
+        expectations = expectations_mod.build(_load(profile), target, scale)
+    if time_scale is not None:
+        expectations["time_scale"] = time_scale
+    log = logs.from_file(log_file) if log_file else logs.from_container(container) if container else logs.missing()
+    try:
+        api_key = Path(api_key_file).read_text().strip() if api_key_file else None
+    except OSError as exc:
+        raise UsageError(f"--api-key-file {api_key_file}: {exc.strerror or exc}") from None
+    out = display.console()
+    verdict = verify(engine_url, expectations, log, api_key=api_key, calibrate=calibrate,
+                     progress=lambda message: out.print(f"[dim]{message}[/dim]"))
+    report.print_verdict(verdict, out)
+    if json_out:
+        report.write_json(verdict, Path(json_out))
+    if not verdict.passed:
+        failing = ", ".join(check.name for check in verdict.failures())
+        raise VerdictRefused(f"not proven: {failing}")
