@@ -98,7 +98,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     commands.verify_engine(
         args.engine_url, profile=args.profile, expectations_file=args.expectations, target=args.target,
         time_scale=args.time_scale, log_file=args.log_file, container=args.container,
-        api_key_file=args.api_key_file, calibrate=not args.no_calibrate, json_out=args.json,
+        api_key_file=args.api_key_file, admin_key_file=args.admin_key_file, calibrate=not args.no_calibrate,
+        json_out=args.json,
     )
     return 0
 
@@ -182,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify_p.add_argument("--json", help="write the verdict JSON here (atomically)")
     verify_p.add_argument("--time-scale", type=float, help="simulator time scale (engine time per wall second)")
     verify_p.add_argument("--api-key-file", help="file holding the engine's API key, if it has one")
+    verify_p.add_argument("--admin-key-file", help="file holding the engine's SGLang admin key: adds the check that "
+                          "the engine enforces it (engine.admin_key_enforced)")
     verify_p.add_argument("--no-calibrate", action="store_true", help="skip calibration: a cheap look that can never pass (calibration, CUDA-graph passes, speed and accept checks fail)")
     verify_p.set_defaults(func=cmd_verify)
     sentinel = sub.add_parser("sentinel", help="run the admission sentinel (inside the stack)")

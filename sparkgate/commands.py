@@ -109,8 +109,8 @@ def sync_manifests(check: bool = False) -> None:
 
 def verify_engine(engine_url: str, *, profile: str | None = None, expectations_file: str | None = None,
                   target: str = "spark", time_scale: float | None = None, log_file: str | None = None,
-                  container: str | None = None, api_key_file: str | None = None, calibrate: bool = True,
-                  json_out: str | None = None) -> None:
+                  container: str | None = None, api_key_file: str | None = None,
+                  admin_key_file: str | None = None, calibrate: bool = True, json_out: str | None = None) -> None:
     """Gather evidence from a running engine and print the verdict; VerdictRefused unless it passed."""
     from sparkgate import display
     from sparkgate import expectations as expectations_mod
@@ -137,7 +137,7 @@ def verify_engine(engine_url: str, *, profile: str | None = None, expectations_f
     except OSError as exc:
         raise UsageError(f"--api-key-file {api_key_file}: {exc.strerror or exc}") from None
     out = display.console()
-    verdict = verify(engine_url, expectations, log, api_key=api_key, calibrate=calibrate,
+    verdict = verify(engine_url, expectations, log, api_key=api_key, admin_key_file=admin_key_file, calibrate=calibrate,
                      progress=lambda message: out.print(f"[dim]{message}[/dim]"))
     report.print_verdict(verdict, out)
     if json_out:
