@@ -24,9 +24,11 @@ from sparkgate import sglang_flags as F
 from sparkgate.secret_files import SecretFileError
 from sparkgate.sglang_cli import resolve_spelling
 
+# Module names, never imports: the simulator is its own distribution (simulator/), installed only in
+# the runtime image and the dev venv, and the product must not depend on it.
 LAUNCHERS = {
     "spark": ["-m", "sglang.launch_server"],
-    "sim": ["-m", "sparkgate.sim"],
+    "sim": ["-m", "sparkgate_sim"],
 }
 EXIT_REFUSED = 78  # EX_CONFIG
 # Flags the entrypoint owns or that would put a secret on the argv (and in /proc/<pid>/cmdline). An

@@ -8,6 +8,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# Shared fixtures come from one plugin, registered here once: conftests never import each other.
+pytest_plugins = ["tests.plugins.fixtures"]
+
 # A developer's recorded bench floor must not change what the tests render and deploy.
 __import__("os").environ.setdefault("SPARKGATE_BENCH_FLOOR_FILE", "")
 

@@ -17,13 +17,12 @@ import pytest
 from sparkgate.deploy import deploy as deploy_mod
 from sparkgate.deploy import docker_cli, preflight
 from sparkgate.images import load_lock
-from tests.unit.sim.simproc import free_port  # noqa: F401 - shared with the e2e tests
+from tests.plugins.simproc import free_port  # noqa: F401 - e2e tests import it from here
 
 # Fast simulated engine: 50x real time, a 40 s (simulated) startup, re-checks every 2 s.
 E2E_SCALE = 0.02
 E2E_STARTUP_S = 40.0
 E2E_PERIOD_S = 2.0
-
 
 
 @pytest.fixture(scope="session", autouse=True)

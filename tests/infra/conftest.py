@@ -20,7 +20,10 @@ from pathlib import Path
 import pytest
 import testinfra
 
-LAUNCH_MODULES = ("sglang.launch_server", "sparkgate.sim")
+from sparkgate.engine_entrypoint import LAUNCHERS
+
+# The modules `sparkgate engine` launches (sglang.launch_server, sparkgate_sim), as the entrypoint names them.
+LAUNCH_MODULES = tuple(argv[argv.index("-m") + 1] for argv in LAUNCHERS.values())
 
 
 def _require(name: str) -> str:
@@ -89,7 +92,7 @@ def engine_host(context):
 @dataclass(frozen=True)
 class EngineProcesses:
     supervisor: int  # `sparkgate engine ...`: the container's main process, holds the container env
-    server: int  # python -m sglang.launch_server / sparkgate.sim
+    server: int  # python -m sglang.launch_server / sparkgate_sim
     server_argv: list[str]
 
 

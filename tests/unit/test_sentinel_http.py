@@ -10,7 +10,7 @@ import pytest
 
 from sparkgate.sentinel import http as sentinel_http
 from sparkgate.sentinel.state import CLOSED, OPEN, GateState
-from tests.unit.sim.simproc import free_port
+from tests.plugins.simproc import free_port
 
 
 def get(port: int, path: str) -> tuple[int, str]:

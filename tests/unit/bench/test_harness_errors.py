@@ -10,7 +10,7 @@ import pytest
 
 from sparkgate.bench import harness, workloads
 from sparkgate.bench import run as bench_run
-from tests.unit.sim.simproc import free_port
+from tests.plugins.simproc import free_port
 
 
 def test_a_dead_endpoint_stops_the_run_after_three_failures():

@@ -9,8 +9,7 @@ import sys
 
 import pytest
 
-from tests.unit.sim.conftest import start_profile, start_sim  # noqa: F401 - fixtures
-from tests.unit.sim.simproc import REPO
+from tests.plugins.simproc import REPO
 
 # Slow enough that sleep granularity does not distort decode speed on a busy 2-core host.
 SCALE = 0.05

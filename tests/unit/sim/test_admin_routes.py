@@ -6,7 +6,7 @@ import itertools
 
 from sglang.srt.utils.auth import AuthLevel, decide_request_auth
 
-from sparkgate.sim import admin_routes
+from sparkgate_sim import admin_routes
 
 PATHS = ["/generate", "/v1/chat/completions", "/server_info", "/model_info", "/health", "/health_generate",
          "/metrics", "/update_weights_from_disk", "/set_internal_state", "/pause_generation", "/flush_cache"]

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from sparkgate.sim import textgen, tokenizer_files
+from sparkgate_sim import textgen, tokenizer_files
 
 # What bench_serving's async_request_sglang_generate posts (sglang/benchmark/serving.py, 0.5.23).
 BENCH_PAYLOAD = {

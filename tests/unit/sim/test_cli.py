@@ -8,16 +8,16 @@ import sys
 
 import pytest
 
-from sparkgate.sim import cli, knobs, resolve
+from sparkgate_sim import cli, knobs, resolve
 
-from .simproc import REPO, profile_launch
+from tests.plugins.simproc import REPO, profile_launch
 
 SHIPPED = ["baseline", "humming", "fp8-lm-head", "humming-fp8", "mtp", "all-three"]
 
 
 def _run(argv: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "sparkgate.sim", *argv], cwd=REPO, check=False, capture_output=True, text=True, timeout=30,
+        [sys.executable, "-m", "sparkgate_sim", *argv], cwd=REPO, check=False, capture_output=True, text=True, timeout=30,
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), **(env or {})},
     )
 

@@ -8,9 +8,9 @@ import json
 import pytest
 import yaml
 
-from sparkgate.sim import admin_routes, cli
+from sparkgate_sim import admin_routes, cli
 
-from .simproc import profile_launch
+from tests.plugins.simproc import profile_launch
 
 KEY = "adm1n-Key_from-config"
 

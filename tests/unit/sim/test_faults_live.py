@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from sparkgate.sim import faults, timing
+from sparkgate_sim import faults, timing
 
-from .simproc import decode_speed, metric_total, speed_near
+from tests.plugins.simproc import decode_speed, metric_total, speed_near
 
 PROMPT = "Question: A train travels 180 km in 2.5 hours. How far in 4 hours?"
 SPEED_SCALE = 0.04
@@ -121,7 +121,7 @@ def test_cuda_graph_off(start_profile):
 
 @pytest.mark.parametrize("argv_extra", [["--disable-cuda-graph"], ["--cuda-graph-backend-decode", "disabled"]])
 def test_cuda_graphs_disabled_by_argv(start_sim, argv_extra):
-    from .simproc import profile_launch
+    from tests.plugins.simproc import profile_launch
 
     argv, env = profile_launch("baseline")
     if "--cuda-graph-backend-decode" in argv_extra:

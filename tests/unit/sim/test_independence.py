@@ -1,8 +1,8 @@
 """The simulator takes nothing from the checker.
 
 If the simulator imported the gate's constants (log signatures, class names, dtypes), every CI run
-where the two agree would prove only that a string equals itself. So `sparkgate/sim/*.py` may import,
-from the rest of sparkgate, exactly two modules:
+where the two agree would prove only that a string equals itself. So the simulator's modules
+(`simulator/src/sparkgate_sim/*.py`) may import exactly two modules from sparkgate:
 
 - `sparkgate.conformance`: SGLang's own strings, from a fixture that tests/unit/test_sglang_conformance.py
   holds against the installed SGLang 0.5.23 source. The checker reads the same fixture; agreement with
@@ -22,13 +22,15 @@ from pathlib import Path
 
 import pytest
 
-SIM = Path(__file__).resolve().parents[3] / "sparkgate" / "sim"
+REPO = Path(__file__).resolve().parents[3]
+SIM = REPO / "simulator" / "src" / "sparkgate_sim"
+PRODUCT = REPO / "sparkgate"
 ALLOWED = {"sparkgate.conformance", "sparkgate.sglang_cli"}
 
 
 def sparkgate_imports(source: str) -> set[str]:
-    """Every sparkgate module a file imports (any depth: function-level imports count too),
-    sparkgate.sim itself excluded."""
+    """Every sparkgate module a file imports (any depth: function-level imports count too); the
+    simulator's own sparkgate_sim modules are not sparkgate's."""
     found = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -37,8 +39,12 @@ def sparkgate_imports(source: str) -> set[str]:
             names = [node.module] if node.module != "sparkgate" else [f"sparkgate.{a.name}" for a in node.names]
         else:
             continue
-        found.update(n for n in names if n.startswith("sparkgate") and not n.startswith("sparkgate.sim"))
+        found.update(n for n in names if n == "sparkgate" or n.startswith("sparkgate."))
     return found
+
+
+def test_the_scan_finds_the_simulator():
+    assert {"main.py", "engine.py", "startup.py", "cli.py"} <= {p.name for p in SIM.glob("*.py")}
 
 
 @pytest.mark.parametrize("path", sorted(SIM.glob("*.py")), ids=lambda p: p.name)
@@ -53,7 +59,7 @@ def test_the_scan_sees_every_import_form():
         "import sparkgate.evidence.common\n"
         "from sparkgate import sglang_flags as F, conformance\n"
         "def late():\n    from sparkgate.expectations import build\n"
-        "from sparkgate.sim import textgen\n"
+        "from sparkgate_sim import textgen\n"
         "from . import faults\n"
     )
     assert sparkgate_imports(source) == {
@@ -64,7 +70,7 @@ def test_the_scan_sees_every_import_form():
 
 def test_the_allowed_modules_bring_no_checker_along():
     """What the two allowed modules import at module level stays outside the checker too."""
-    root = SIM.parent
+    root = PRODUCT
     conformance = sparkgate_imports((root / "conformance.py").read_text(encoding="utf-8"))
     cli_table = sparkgate_imports((root / "sglang_cli.py").read_text(encoding="utf-8"))
     fork = sparkgate_imports((root / "fork.py").read_text(encoding="utf-8"))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sparkgate.sim import engagement, faults, metrics, textgen, timing
-from sparkgate.sim.image import IMAGES, engine_environment, exportable_env_vars
-from sparkgate.sim.resolve import Requested
+from sparkgate_sim import engagement, faults, metrics, textgen, timing
+from sparkgate_sim.image import IMAGES, engine_environment, exportable_env_vars
+from sparkgate_sim.resolve import Requested
 
 
 def speed(humming=False, fp8=False, mtp=False, graphs=True, accept=timing.HEALTHY_ACCEPT_LENGTH):

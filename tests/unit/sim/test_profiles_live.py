@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from sparkgate.sim import timing
+from sparkgate_sim import timing
 
-from .simproc import metric_total, speed_near
+from tests.plugins.simproc import metric_total, speed_near
 
 # Published anchors (recipe facts 1.4) and the documented model for the combinations in between.
 SPEED_TOLERANCE = 0.05  # relative; covers the +-0.05 per-prompt accept jitter and sleep granularity

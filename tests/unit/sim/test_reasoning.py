@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from sparkgate.sim import reasoning, textgen
+from sparkgate_sim import reasoning, textgen
 
-from .simproc import profile_launch
+from tests.plugins.simproc import profile_launch
 
 PROMPT = [{"role": "user", "content": "What is 12 times 17? Answer with the number."}]
 THINKING_OFF = {"chat_template_kwargs": {"enable_thinking": False}}

@@ -7,9 +7,9 @@ import warnings
 
 import pytest
 
-from sparkgate.sim import sglang_env
+from sparkgate_sim import sglang_env
 
-from .simproc import profile_launch
+from tests.plugins.simproc import profile_launch
 
 VALUES = ("on", "off", "TRUE", "True", "y", "Y", "yes", "0", "1", "n", "no", "false", "enabled", "", " 1", "2")
 

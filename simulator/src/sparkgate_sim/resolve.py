@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkgate import conformance as C
-from sparkgate.sim import reasoning, sglang_env
-from sparkgate.sim.cli import EngineArgs
+from sparkgate_sim import reasoning, sglang_env
+from sparkgate_sim.cli import EngineArgs
 
 MODEL_ARCH = C.class_name("target_model")
 MODEL_TYPE = "bailing_hybrid"  # sglang/srt/configs/bailing_hybrid.py

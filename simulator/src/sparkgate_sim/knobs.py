@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from sparkgate.sim import faults as faults_mod
+from sparkgate_sim import faults as faults_mod
 
 IMAGE_ENV = "SPARKGATE_SIM_IMAGE"
 TIME_SCALE_ENV = "SPARKGATE_SIM_TIME_SCALE"

@@ -9,8 +9,8 @@ import uuid
 from typing import Any
 
 from sparkgate import conformance as C
-from sparkgate.sim import reasoning, textgen
-from sparkgate.sim.engine import Chunk, GenRequest
+from sparkgate_sim import reasoning, textgen
+from sparkgate_sim.engine import Chunk, GenRequest
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's (and SGLang's CompletionRequest) default
 

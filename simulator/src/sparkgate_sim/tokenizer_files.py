@@ -4,7 +4,7 @@ Benchmark clients such as `python -m sglang.bench_serving` need a tokenizer to b
 tokens. This one is a WordLevel tokenizer over the simulator's output vocabulary with whitespace
 pre-tokenization, so its token counts equal the simulator's (`len(text.split())`), offline:
 
-    python -m sparkgate.sim.tokenizer_files /tmp/sim-tokenizer
+    python -m sparkgate_sim.tokenizer_files /tmp/sim-tokenizer
     python -m sglang.bench_serving --backend sglang --tokenizer /tmp/sim-tokenizer ...
 """
 
@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from sparkgate.sim import textgen
+from sparkgate_sim import textgen
 
 SPECIALS = ("<pad>", "</s>", "<unk>")  # ids 0, 1 (EOS, as textgen.EOS_TOKEN_ID), 2
 

@@ -11,9 +11,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from sparkgate.sim import admin_routes, faults, openai_api, textgen
-from sparkgate.sim.engine import Engine, GenRequest, NotReady, Restarted
-from sparkgate.sim.resolve import MAX_TOTAL_NUM_TOKENS, MODEL_ARCH, MODEL_TYPE
+from sparkgate_sim import admin_routes, faults, openai_api, textgen
+from sparkgate_sim.engine import Engine, GenRequest
+from sparkgate_sim.lifecycle import NotReady, Restarted
+from sparkgate_sim.resolve import MAX_TOTAL_NUM_TOKENS, MODEL_ARCH, MODEL_TYPE
 
 SGLANG_VERSION = "0.5.23"
 # SGLang leaves these open even with --api-key (k8s probes, Prometheus scrapes): prefix match.

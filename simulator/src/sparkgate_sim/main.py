@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import sys
 
-from sparkgate.sim import cli, knobs
-from sparkgate.sim.engine import Engine
-from sparkgate.sim.http_app import make_server
-from sparkgate.sim.image import engine_environment
-from sparkgate.sim.logs import EngineLog
-from sparkgate.sim.resolve import ResolutionError
+from sparkgate_sim import cli, knobs
+from sparkgate_sim.engine import Engine
+from sparkgate_sim.http_app import make_server
+from sparkgate_sim.image import engine_environment
+from sparkgate_sim.logs import EngineLog
+from sparkgate_sim.resolve import ResolutionError
 
 
 def main(argv: list[str] | None = None, environ: dict[str, str] | None = None) -> int:
@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None, environ: dict[str, str] | None = None) -
     try:
         settings = knobs.from_env(env)
     except knobs.KnobError as exc:
-        sys.stderr.write(f"sparkgate.sim: {exc}\n")
+        sys.stderr.write(f"sparkgate_sim: {exc}\n")
         return 2
     try:
         # SGLang merges --config before parsing, and records the merged argv as launch_command.

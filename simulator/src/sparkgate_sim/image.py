@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sparkgate import conformance
-from sparkgate.sim import sglang_env
+from sparkgate_sim import sglang_env
 
 # A slice of SGLang 0.5.23's `Envs` (environ.py): the variables the bundle sets or that matter to the
 # evidence, every one checked as declared by the conformance test. `exportable_env_vars()` only ever

@@ -9,12 +9,12 @@ import pytest
 from sparkgate.bench import runs
 from sparkgate.bench import run as bench_run
 from sparkgate.deploy import preflight
-from tests.e2e.conftest import E2E_SCALE, deploy_stack  # noqa: F401  (fixture, re-exported)
+from tests.e2e.conftest import E2E_SCALE
 
-pytestmark = [pytest.mark.docker, pytest.mark.e2e]
+pytestmark = [pytest.mark.docker, pytest.mark.e2e, pytest.mark.usefixtures("isolated_bench")]
 
 
-def test_bench_through_the_gateway_of_a_deployed_stack(deploy_stack, tmp_path):  # noqa: F811
+def test_bench_through_the_gateway_of_a_deployed_stack(deploy_stack, tmp_path):
     finding = preflight.docker_reachable()
     if not finding.ok:
         pytest.fail(f"needs Docker: {finding.detail}")

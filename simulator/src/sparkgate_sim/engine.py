@@ -18,34 +18,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkgate import conformance as C
-from sparkgate.sim import faults, reasoning, sglang_env, textgen, timing
-from sparkgate.sim.cli import EngineArgs
-from sparkgate.sim.engagement import Engaged, decide, probe_report
-from sparkgate.sim.image import FP8_LM_HEAD_ENV, IMAGES, exportable_env_vars
-from sparkgate.sim.knobs import Knobs
-from sparkgate.sim.logs import EngineLog
-from sparkgate.sim.metrics import EngineMetrics
-from sparkgate.sim.resolve import MAX_TOTAL_NUM_TOKENS, requested, resolve
+from sparkgate_sim import faults, reasoning, sglang_env, textgen, timing
+from sparkgate_sim.cli import EngineArgs
+from sparkgate_sim.engagement import Engaged, decide, probe_report
+from sparkgate_sim.image import FP8_LM_HEAD_ENV, IMAGES, exportable_env_vars
+from sparkgate_sim.knobs import Knobs
+from sparkgate_sim.lifecycle import READY, STARTING, NotReady, Restarted
+from sparkgate_sim.logs import EngineLog
+from sparkgate_sim.metrics import EngineMetrics
+from sparkgate_sim.resolve import MAX_TOTAL_NUM_TOKENS, requested, resolve
+from sparkgate_sim.scheduler_lines import prefill_line
+from sparkgate_sim.startup import run_startup
 
-STARTING, READY = "starting", "ready"
 EXPOSE_OWN_ENV_VARS = C.env("expose_own_env_vars")
 GRAPH_LABEL = C.string_("graph_label_cuda")
-
-
-def prefill_line(new_tokens: int, queued: int, usage: float) -> str:
-    """SGLang's `Prefill batch` scheduler line for one new request (metrics_reporter.py)."""
-    return C.log_line(
-        "prefill_batch", iter="", new_seq=1, new_token=new_tokens, cached=0,
-        usage=C.log_line("token_usage_part", usage=usage) + ", ", running=0, queue=queued, pending=0,
-    )
-
-
-class NotReady(Exception):
-    """The engine is (re)starting: the HTTP layer answers 503."""
-
-
-class Restarted(Exception):
-    """A simulated restart happened mid-request: the connection is dropped, as a dying engine would."""
 
 
 @dataclass
@@ -128,10 +114,6 @@ class Engine:
         self.ready_at: float | None = None
 
     def start(self) -> None:
-        from sparkgate.sim.startup import (
-            run_startup,  # startup reads engine internals; import late
-        )
-
         with self._lock:
             epoch = self.epoch
         threading.Thread(target=run_startup, args=(self, epoch), name=f"startup-{epoch}", daemon=True).start()

@@ -1,4 +1,7 @@
-"""Run the simulator as a subprocess on a free 127.0.0.1 port and talk to it (stdlib only)."""
+"""Run the simulator as a subprocess on a free 127.0.0.1 port and talk to it (stdlib only).
+
+The simulator runs from its installed distribution (`python -m sparkgate_sim`, installed editable by
+scripts/bootstrap), exactly as the runtime image runs it."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 # Fast by default: 100x real time and a 20 s (simulated) startup, so a start takes ~0.2 s of wall time.
 DEFAULT_SCALE = 0.01
 DEFAULT_STARTUP_S = 20.0
@@ -68,14 +71,14 @@ class Sim:
     proc: subprocess.Popen | None = None
 
     def start(self) -> Sim:
-        env = {**_clean_environ(), "PYTHONPATH": str(REPO), **self.env}
+        env = {**_clean_environ(), **self.env}
         env.setdefault("SPARKGATE_SIM_TIME_SCALE", str(self.scale))
         env.setdefault("SPARKGATE_SIM_STARTUP_S", str(DEFAULT_STARTUP_S))
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._out = open(self.log_dir / f"sim-{self.port}.out", "wb")  # noqa: SIM115 - closed in stop()
         self._err = open(self.log_dir / f"sim-{self.port}.err", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sparkgate.sim", *with_address(self.argv, self.host, self.port)],
+            [sys.executable, "-m", "sparkgate_sim", *with_address(self.argv, self.host, self.port)],
             env=env, cwd=REPO, stdout=self._out, stderr=self._err,
         )
         return self

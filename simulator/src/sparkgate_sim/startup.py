@@ -16,13 +16,14 @@ import time
 from typing import TYPE_CHECKING
 
 from sparkgate import conformance as C
-from sparkgate.sim import faults, sglang_env
-from sparkgate.sim.engagement import DRAFT_MODEL_CLASS
-from sparkgate.sim.engine import Restarted, prefill_line
-from sparkgate.sim.resolve import MAX_TOTAL_NUM_TOKENS, MODEL_ARCH
+from sparkgate_sim import faults, sglang_env
+from sparkgate_sim.engagement import DRAFT_MODEL_CLASS
+from sparkgate_sim.lifecycle import Restarted
+from sparkgate_sim.resolve import MAX_TOTAL_NUM_TOKENS, MODEL_ARCH
+from sparkgate_sim.scheduler_lines import prefill_line
 
 if TYPE_CHECKING:
-    from sparkgate.sim.engine import Engine
+    from sparkgate_sim.engine import Engine
 
 # Unified-memory ledger of a Spark (GB): what the `avail mem` / `mem usage` fields report.
 AVAIL_AT_START_GB = 119.52

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkgate import conformance as C
-from sparkgate.sim import faults
-from sparkgate.sim.image import FP8_LM_HEAD_ENV, Image
-from sparkgate.sim.resolve import MODEL_ARCH, Requested
+from sparkgate_sim import faults
+from sparkgate_sim.image import FP8_LM_HEAD_ENV, Image
+from sparkgate_sim.resolve import MODEL_ARCH, Requested
 
 PROBE_PLUGIN = "engagement_probe"  # the probe's entry-point name (probe/pyproject.toml)
 PROBE_VERSION = 1

@@ -1,15 +1,19 @@
-"""Fixtures that start simulator subprocesses and always stop them."""
+"""The suite's shared fixtures, registered once by `pytest_plugins` in tests/conftest.py.
+
+Test modules and conftests take fixtures from here by name and import helpers from plain modules
+(tests/plugins/simproc.py), never from another conftest.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from .simproc import Sim, profile_launch
+from tests.plugins.simproc import Sim, profile_launch
 
 
 @pytest.fixture
 def start_sim(tmp_path):
-    """start_sim(argv, env, scale=..., ready=True) -> a running Sim, stopped at teardown."""
+    """start_sim(argv, env, scale=..., ready=True) -> a running simulator subprocess, stopped at teardown."""
     started: list[Sim] = []
 
     def start(argv: list[str], env: dict[str, str] | None = None, *, ready: bool = True, **kw) -> Sim:
@@ -33,3 +37,11 @@ def start_profile(start_sim):
         return start_sim(argv, {**env, **(extra_env or {})}, **kw)
 
     return start
+
+
+@pytest.fixture
+def isolated_bench(tmp_path, monkeypatch):
+    """Bench runs keep their floor file in tmp_path (never the developer's build/bench) and print no progress."""
+    monkeypatch.setenv("SPARKGATE_BENCH_FLOOR_FILE", str(tmp_path / "floor.json"))
+    monkeypatch.setenv("SPARKGATE_BENCH_NO_PROGRESS", "1")
+    return tmp_path
