@@ -5,12 +5,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, create_model, field_validator
 
 from sparkgate.frozen import Frozen
-from sparkgate.optimizations import fp8_lm_head as fp8_opt
-from sparkgate.optimizations import humming as humming_opt
-from sparkgate.optimizations import mtp as mtp_opt
+from sparkgate.optimizations import REGISTRY
 from sparkgate.safe_types import ClassName, ContainerPath, ServedName
 
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -65,10 +63,13 @@ class SGLangArgs(Frozen):
     )
 
 
-class Optimizations(Frozen):
-    humming: humming_opt.Settings = humming_opt.Settings()
-    fp8_lm_head: fp8_opt.Settings = fp8_opt.Settings()
-    mtp: mtp_opt.Settings = mtp_opt.Settings()
+def optimizations_model(registry: dict) -> type[Frozen]:
+    """`optimizations:` of a profile: one section per registered optimization, its module's Settings."""
+    sections = {key: (module.Settings, module.Settings()) for key, module in registry.items()}
+    return create_model("Optimizations", __base__=Frozen, **sections)
+
+
+Optimizations = optimizations_model(REGISTRY)
 
 
 class Calibration(Frozen):

@@ -64,6 +64,30 @@ def _duplicate_problems(ctx: RuleContext) -> list[Problem]:
     return problems
 
 
+def _outside_owner_problems(ctx: RuleContext) -> list[Problem]:
+    """A flag an optimization owns (its OWNED_FLAGS), asked for while that optimization is off: SGLang would
+    run it and the gate would never check it. The owner's own settings produce it when enabled."""
+    problems = []
+    for key, module in REGISTRY.items():
+        if getattr(ctx.profile.optimizations, key).enabled:
+            continue
+        for flag, owned_values in module.OWNED_FLAGS.items():  # values None: owned whatever the value
+            for occurrence in ctx.plan.options_for(flag):  # any spelling SGLang would accept
+                if owned_values is None or occurrence.parsed.values == owned_values:
+                    problems.append(_outside_owner(ctx, key, module, occurrence))
+    return problems
+
+
+def _outside_owner(ctx: RuleContext, key: str, module, occurrence) -> Problem:
+    asked = " ".join((occurrence.option, *occurrence.parsed.values))
+    return ctx.problem(
+        [occurrence.field],
+        f"asks SGLang for {asked} outside optimizations.{key}, so the gate would never check "
+        f"{module.GATE_WOULD_MISS}",
+        f"remove it and set optimizations.{key}.enabled: true instead",
+    )
+
+
 def _owned_env(ctx: RuleContext) -> dict[str, str]:
     """Canonical env name -> who sets it (the gate, or an optimization whether enabled or not)."""
     owned = {name: GATE_ORIGIN for name in GATE_ENV}
@@ -277,6 +301,7 @@ def _cuda_graph_problems(ctx: RuleContext) -> list[Problem]:
 def check(ctx: RuleContext) -> list[Problem]:
     problems: list[Problem] = []
     # Conflict rules first: they name both settings, which is the most useful message.
+    problems.extend(_outside_owner_problems(ctx))
     for module in REGISTRY.values():
         problems.extend(module.rules(ctx))
     problems.extend(_argv_problems(ctx))

@@ -7,7 +7,30 @@ from sparkgate import conformance as C
 from sparkgate.evidence import admin_probe
 from sparkgate.evidence import metrics as metrics_mod
 from sparkgate.evidence.gather import Evidence, shown
+from sparkgate.evidence.probe_report import role_problems
 from sparkgate.evidence.results import CheckResult, checked, failed
+from sparkgate.evidence.stages import Stage
+from sparkgate.optimizations import REGISTRY
+
+DOCS = "engine.md"  # the docs/checks/ page of every check declared here
+# Every check this module emits, with its stage (see evidence/stages.py); an optimization declares its own.
+CHECKS = {
+    "engine.health": Stage.HEALTH,
+    "engine.identity": Stage.CONFIGURATION,
+    "engine.architecture": Stage.CONFIGURATION,
+    "engine.batch1": Stage.CONFIGURATION,
+    "engine.admin_key_enforced": Stage.CONFIGURATION,
+    "engine.probe_report": Stage.PROBE_REPORT,
+    "engine.log": Stage.ENGINE_LOG,
+    "engine.cuda_graph_capture_log": Stage.ENGINE_LOG,
+    "engine.cuda_graph_passes": Stage.CALIBRATION,
+    "engine.calibration": Stage.CALIBRATION,
+    "engine.speed_floor": Stage.CALIBRATION,
+    "engine.speed_vs_baseline": Stage.CALIBRATION,
+    # Emitted by the sentinel's re-check itself (sentinel/service.py): restart and weight-swap detection.
+    "sentinel.engine_unchanged": Stage.RECHECK_ONLY,
+    "sentinel.weights_unchanged": Stage.RECHECK_ONLY,
+}
 
 CUDA_GRAPH_METRIC = C.metric("cuda_graph_passes")
 GRAPH_MODE, EAGER_MODE = C.string_("cuda_graph_mode_graph"), C.string_("cuda_graph_mode_eager")
@@ -16,8 +39,6 @@ READY_LOG = C.log_format("ready")
 CAPTURE_PATTERN = C.log_pattern("capture_begin", graph=C.string_("graph_backend_cuda"))
 CAPTURE_FAILED = C.log_format("capture_failed").partition("{")[0].strip()
 HOOKS_FAILED = C.log_format("hooks_failed").partition("{")[0].strip()
-ROLE_KEYS = ("model_class", "lm_head", "moe_layers")
-LM_HEAD_KEYS = ("module_class", "quant_method", "weight_dtype", "has_weight_scale")
 
 
 def health(ev: Evidence) -> CheckResult:
@@ -99,23 +120,11 @@ def probe_report(ev: Evidence) -> CheckResult:
     attached = report.get("hooks_attached")
     if isinstance(attached, dict):
         problems += [f"hook not attached: {target}" for target, ok in sorted(attached.items()) if ok is not True]
-    called = report.get("hooks_called")
-    if ev.requested("mtp") and isinstance(called, list) and "init_lm_head" not in called:
-        problems.append("init_lm_head hook never ran (no LM-head sharing facts)")
-    roles = ["target"] + (["draft"] if ev.requested("mtp") else [])
-    for role in roles:
-        record = report.get(role)
-        if not isinstance(record, dict):
-            problems.append(f"{role} missing")
-            continue
-        problems += [f"{role}.{k} missing" for k in ROLE_KEYS if k not in record]
-        head = record.get("lm_head")
-        if isinstance(head, dict):
-            problems += [f"{role}.lm_head.{k} missing" for k in LM_HEAD_KEYS if k not in head]
-        elif "lm_head" in record:
-            problems.append(f"{role}.lm_head is {head!r}")
-    if ev.requested("mtp") and not isinstance(report.get("lm_head_sharing"), dict):
-        problems.append("lm_head_sharing missing")
+    problems += role_problems(report, "target")
+    # An optimization's own parts of the report (MTP: the draft's record, LM-head sharing).
+    for key, module in REGISTRY.items():
+        if ev.requested(key):
+            problems += module.probe_report_problems(report)
     return checked("engine.probe_report", not problems, problems or "complete", "complete report", source, hint)
 
 

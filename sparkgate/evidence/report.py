@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from sparkgate.evidence.results import Verdict
-from sparkgate.evidence.verify import STAGES, stage_of
+from sparkgate.evidence.stages import VERDICT_STAGES
+from sparkgate.evidence.verify import stage_of
 
 
 def _short(value, limit: int = 70) -> str:
@@ -23,9 +24,9 @@ def table(verdict: Verdict) -> Table:
     for column in ("stage", "check", "result", "observed", "expected"):
         out.add_column(column)
     for check in verdict.checks:
-        index = stage_of(check)
+        stage = stage_of(check)
         out.add_row(
-            f"[{index + 1}/{len(STAGES)}] {STAGES[index][0]}",
+            "undeclared" if stage is None else f"[{stage + 1}/{len(VERDICT_STAGES)}] {stage.title}",
             check.name,
             "[green]pass[/green]" if check.passed else "[red]FAIL[/red]",
             _short(check.observed),

@@ -5,24 +5,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 
-from sparkgate.evidence import common
+from sparkgate.evidence import catalog, common
 from sparkgate.evidence.client import EngineClient
 from sparkgate.evidence.gather import Evidence, gather
 from sparkgate.evidence.logs import EngineLog
-from sparkgate.evidence.results import CheckResult, Verdict
+from sparkgate.evidence.results import CheckResult, Verdict, failed
+from sparkgate.evidence.stages import Stage
 from sparkgate.optimizations import REGISTRY
-
-# Stages shown while verifying: (title, check-name prefixes in that stage).
-STAGES = (
-    ("health", ("engine.health",)),
-    ("identity and configuration", ("engine.identity", "engine.architecture", "engine.batch1", ".config_echo",
-                                    "engine.admin_key_enforced")),
-    ("engine environment", (".env_declared",)),
-    ("probe report", ("engine.probe_report", ".moe_layers", ".target_head", ".draft_loaded", ".lm_head_module")),
-    ("engine log", ("engine.log", ".log_", "engine.cuda_graph_capture_log")),
-    ("calibration", ("engine.calibration", "engine.cuda_graph_passes", "engine.speed", ".accept_length")),
-)
-
 
 # Non-secret /server_info fields recorded with each verdict (bench runs read them from there).
 VERIFIED_CONFIG_KEYS = (
@@ -32,11 +21,31 @@ VERIFIED_CONFIG_KEYS = (
 )
 
 
-def stage_of(check: CheckResult) -> int:
-    for index, (_, patterns) in enumerate(STAGES):
-        if any(check.name.startswith(p) if not p.startswith(".") else p in check.name for p in patterns):
-            return index
-    return len(STAGES) - 1
+def stage_of(check: CheckResult) -> Stage | None:
+    """The stage its module declares for the check; None for an undeclared check."""
+    return catalog.stage_of(check.name)
+
+
+def rechecked(check: CheckResult) -> bool:
+    """Whether the sentinel's re-check runs this check again. An undeclared check is re-checked (and fails)."""
+    stage = stage_of(check)
+    return stage is None or stage.rechecked
+
+
+def _sort_key(check: CheckResult) -> int:
+    stage = stage_of(check)
+    return len(Stage) if stage is None else stage
+
+
+def _declared(check: CheckResult) -> CheckResult:
+    """Fail closed on a check no module declares: nobody decided whether the sentinel re-checks it."""
+    if stage_of(check) is not None:
+        return check
+    return failed(
+        check.name, check.observed, check.expected, check.source,
+        f"sparkgate bug: {check.name} declares no stage, so the sentinel cannot tell whether to re-check it; "
+        f"declare it in CHECKS of the module that emits it (evidence/stages.py lists the stages). {check.hint}",
+    )
 
 
 def run_checks(ev: Evidence) -> list[CheckResult]:
@@ -44,7 +53,7 @@ def run_checks(ev: Evidence) -> list[CheckResult]:
     for key, module in REGISTRY.items():
         if ev.requested(key):
             checks.extend(module.checks(ev))
-    return sorted(checks, key=stage_of)
+    return sorted((_declared(c) for c in checks), key=_sort_key)
 
 
 def verify(

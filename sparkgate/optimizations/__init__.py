@@ -1,7 +1,17 @@
-"""One module per optimization: its settings, launch flags/env, conflict rules and evidence checks.
+"""One module per optimization: everything sparkgate knows about it lives in its module.
 
-Each module exposes: KEY, Settings, flags(profile), env(profile), OWNED_ENV, rules(ctx),
-expectations(profile).
+Each module exposes:
+- KEY, DOCS (its page under docs/checks/), Settings (its `optimizations.KEY` profile section);
+- launch: flags(profile), env(profile);
+- ownership: OWNED_ENV (variables only it may set) and OWNED_FLAGS (flag -> values, None for any value,
+  only it may ask SGLang for), GATE_WOULD_MISS (what the gate could not check if they were set elsewhere);
+- rules(ctx): its conflict rules; expectations(profile): what expectations.json records for it;
+- evidence: CHECKS (name -> stage, evidence/stages.py, for every check it can emit), checks(ev),
+  probe_report_problems(report) (its parts of the probe report);
+- after admission: start_rechecks(ctx), rechecks(ctx) (evidence/recheck.py), GAUGES (sentinel metrics).
+
+A new optimization is its module, a REGISTRY entry, model.Optimizations (built from REGISTRY), a profile
+and its docs page; evidence/, sentinel/ and rules.py read everything else from here.
 """
 
 from sparkgate.optimizations import fp8_lm_head, humming, mtp

@@ -10,18 +10,31 @@ from typing import TYPE_CHECKING
 
 from sparkgate import conformance, fork
 from sparkgate import sglang_flags as F
+from sparkgate.evidence.gather import Evidence, shown
+from sparkgate.evidence.results import CheckResult, checked, failed
+from sparkgate.evidence.stages import Stage
 from sparkgate.frozen import Frozen
 
 if TYPE_CHECKING:
     from sparkgate.context import RuleContext
-    from sparkgate.evidence.gather import Evidence
-    from sparkgate.evidence.results import CheckResult
+    from sparkgate.evidence.recheck import RecheckContext
     from sparkgate.model import Profile
     from sparkgate.problems import Problem
 
 KEY = "fp8_lm_head"
+DOCS = "fp8_lm_head.md"
 ENV = F.FP8_LM_HEAD_ENV
 OWNED_ENV = (ENV,)
+# The head is switched on by its env variable only (OWNED_ENV); no launch flag belongs to it.
+OWNED_FLAGS: dict[str, tuple[str, ...] | None] = {}
+GATE_WOULD_MISS = "that the LM head is FP8"
+CHECKS = {
+    "fp8_lm_head.config_echo": Stage.CONFIGURATION,
+    "fp8_lm_head.env_declared": Stage.ENVIRONMENT,
+    "fp8_lm_head.target_head": Stage.PROBE_REPORT,
+    "fp8_lm_head.log_signature": Stage.ENGINE_LOG,
+}
+GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {}
 LOG_SIGNATURE = fork.FP8_LM_HEAD_LOG  # fork-only: stock 0.5.23 never logs it
 FP8_WEIGHT_DTYPES = (conformance.dtype("fp8_e4m3fn"),)
 
@@ -85,10 +98,19 @@ def expectations(profile: Profile) -> dict:
 # --- evidence ------------------------------------------------------------------------------------
 
 
-def checks(ev: Evidence) -> list[CheckResult]:
-    from sparkgate.evidence.gather import shown
-    from sparkgate.evidence.results import checked, failed
+def probe_report_problems(report: dict) -> list[str]:
+    return []  # the target's lm_head record is required of every profile (engine.probe_report)
 
+
+def start_rechecks(ctx: RecheckContext) -> None:
+    return None
+
+
+def rechecks(ctx: RecheckContext) -> list[CheckResult]:
+    return []  # every check above but the log signature is re-checked with the common stages
+
+
+def checks(ev: Evidence) -> list[CheckResult]:
     results = []
     fp32 = ev.server_arg(conformance.server_arg("enable_fp32_lm_head"))
     results.append(checked(

@@ -6,18 +6,31 @@ from typing import TYPE_CHECKING, Literal
 
 from sparkgate import conformance
 from sparkgate import sglang_flags as F
+from sparkgate.evidence.gather import Evidence, shown
+from sparkgate.evidence.results import CheckResult, checked, failed
+from sparkgate.evidence.stages import Stage
 from sparkgate.frozen import Frozen
 from sparkgate.safe_types import ContainerPath
 
 if TYPE_CHECKING:
     from sparkgate.context import RuleContext
-    from sparkgate.evidence.gather import Evidence
-    from sparkgate.evidence.results import CheckResult
+    from sparkgate.evidence.recheck import RecheckContext
     from sparkgate.model import Profile
     from sparkgate.problems import Problem
 
 KEY = "humming"
+DOCS = "humming.md"
 BACKEND = conformance.string_("moe_backend_humming")
+# Only optimizations.humming may pick the Humming runner: elsewhere the gate would never check it engaged.
+OWNED_FLAGS: dict[str, tuple[str, ...] | None] = {F.MOE_RUNNER_BACKEND: (BACKEND,)}
+GATE_WOULD_MISS = "that Humming engaged"
+CHECKS = {
+    "humming.config_echo": Stage.CONFIGURATION,
+    "humming.moe_layers_target": Stage.PROBE_REPORT,
+    "humming.moe_layers_draft": Stage.PROBE_REPORT,
+    "humming.log_signature": Stage.ENGINE_LOG,
+}
+GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {}
 # FusedMoE quant methods that actually run Humming kernels (anything else is a fallback).
 ENGAGED_MOE_METHODS = (conformance.class_name("humming_moe_method"), conformance.class_name("mxfp4_humming_moe_method"))
 # SGLang logs the GEMM flavour it picked at the first Humming MoE forward: indexed by default,
@@ -48,18 +61,6 @@ def env(profile: Profile) -> dict[str, str]:
 def rules(ctx: RuleContext) -> list[Problem]:
     problems = []
     enabled = ctx.profile.optimizations.humming.enabled
-    backend = ctx.plan.options_for(F.MOE_RUNNER_BACKEND)
-    if not enabled:
-        for occurrence in backend:
-            if occurrence.parsed.values == (BACKEND,):
-                problems.append(
-                    ctx.problem(
-                        [occurrence.field],
-                        "asks SGLang for the Humming MoE runner outside optimizations.humming, "
-                        "so the gate would never check that Humming engaged",
-                        "set optimizations.humming.enabled: true and remove this setting",
-                    )
-                )
     if enabled and not ctx.image.capabilities.humming_kernels:
         problems.append(
             ctx.problem(
@@ -83,10 +84,19 @@ def expectations(profile: Profile) -> dict:
 # --- evidence ------------------------------------------------------------------------------------
 
 
-def checks(ev: Evidence) -> list[CheckResult]:
-    from sparkgate.evidence.gather import shown
-    from sparkgate.evidence.results import checked, failed
+def probe_report_problems(report: dict) -> list[str]:
+    return []  # the MoE-layer facts are judged by humming.moe_layers_*
 
+
+def start_rechecks(ctx: RecheckContext) -> None:
+    return None
+
+
+def rechecks(ctx: RecheckContext) -> list[CheckResult]:
+    return []  # every check above but the log signature is re-checked with the common stages
+
+
+def checks(ev: Evidence) -> list[CheckResult]:
     results = []
     backend = ev.server_arg(conformance.server_arg("moe_runner_backend"))
     results.append(checked(

@@ -8,18 +8,40 @@ from pydantic import Field
 
 from sparkgate import conformance, fork
 from sparkgate import sglang_flags as F
+from sparkgate.evidence.gather import Evidence, shown
+from sparkgate.evidence.probe_report import role_problems
+from sparkgate.evidence.results import CheckResult, checked, failed
+from sparkgate.evidence.stages import Stage
 from sparkgate.frozen import Frozen
+from sparkgate.optimizations import fp8_lm_head, mtp_recheck
 from sparkgate.safe_types import ContainerPath
 
 if TYPE_CHECKING:
     from sparkgate.context import RuleContext
-    from sparkgate.evidence.gather import Evidence
-    from sparkgate.evidence.results import CheckResult
     from sparkgate.model import Profile
     from sparkgate.problems import Problem
 
 KEY = "mtp"
+DOCS = "mtp.md"
 OWNED_ENV: tuple[str, ...] = ()
+# Only optimizations.mtp may ask for speculative decoding (any value): elsewhere the gate would never check it.
+OWNED_FLAGS: dict[str, tuple[str, ...] | None] = {flag: None for flag in F.SPECULATIVE_FLAGS}
+GATE_WOULD_MISS = "the draft's acceptance"
+CHECKS = {
+    "mtp.config_echo": Stage.CONFIGURATION,
+    "mtp.draft_loaded": Stage.PROBE_REPORT,
+    "mtp.lm_head_module_shared": Stage.PROBE_REPORT,
+    "mtp.log_draft_loaded": Stage.ENGINE_LOG,
+    "mtp.accept_length": Stage.CALIBRATION,
+    **mtp_recheck.CHECKS,  # after admission: acceptance judged by the sentinel's own probe
+}
+# Sentinel gauges: name -> (help, path into the latest full verification's verdict).
+GAUGES = {
+    "sparkgate_accept_length": ("MTP accept length measured by the latest calibration.",
+                                ("calibration", "accept_length")),
+}
+start_rechecks = mtp_recheck.start
+rechecks = mtp_recheck.rechecks
 DRAFT_MODEL_CLASS = conformance.class_name("nextn_draft")
 # SGLang resolves NEXTN to EAGLE and reports that in /server_info (arg_groups/speculative_hook.py).
 RESOLVED_ALGORITHM = conformance.string_("spec_algorithm_eagle")
@@ -57,22 +79,10 @@ def env(profile: Profile) -> dict[str, str]:
 
 
 def rules(ctx: RuleContext) -> list[Problem]:
-    from sparkgate.optimizations import fp8_lm_head
-
     problems = []
     settings = ctx.profile.optimizations.mtp
     if not settings.enabled:
-        for occurrence in ctx.plan.options:
-            if occurrence.option in F.SPECULATIVE_FLAGS:
-                problems.append(
-                    ctx.problem(
-                        [occurrence.field],
-                        f"sets {occurrence.option} outside optimizations.mtp, so the gate would never check "
-                        "the draft's acceptance",
-                        "configure speculative decoding under optimizations.mtp instead",
-                    )
-                )
-        return problems
+        return problems  # speculative flags set elsewhere: refused through OWNED_FLAGS (rules.py)
     if settings.eagle_topk == 1 and settings.num_draft_tokens != settings.num_steps + 1:
         problems.append(
             ctx.problem(
@@ -126,10 +136,19 @@ def expectations(profile: Profile) -> dict:
 # --- evidence ------------------------------------------------------------------------------------
 
 
-def checks(ev: Evidence) -> list[CheckResult]:
-    from sparkgate.evidence.gather import shown
-    from sparkgate.evidence.results import checked, failed
+def probe_report_problems(report: dict) -> list[str]:
+    """MTP's parts of the probe report: the draft's record and the LM-head sharing facts."""
+    problems = []
+    called = report.get("hooks_called")
+    if isinstance(called, list) and "init_lm_head" not in called:
+        problems.append("init_lm_head hook never ran (no LM-head sharing facts)")
+    problems += role_problems(report, "draft")
+    if not isinstance(report.get("lm_head_sharing"), dict):
+        problems.append("lm_head_sharing missing")
+    return problems
 
+
+def checks(ev: Evidence) -> list[CheckResult]:
     want = ev.expectations["optimizations"][KEY]
     results = []
     echo = {name: ev.server_arg(conformance.server_arg(f"speculative_{name}"))

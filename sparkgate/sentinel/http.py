@@ -8,6 +8,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from sparkgate.optimizations import REGISTRY
 from sparkgate.sentinel.state import GateState
 
 
@@ -42,13 +43,19 @@ def _metrics(state: GateState) -> str:
         result = (snap.get("full") or {}).get(suite)
         if result:
             lines.append(f"sparkgate_check_passed{{check=\"suite.{suite}\"}} {1 if result['passed'] else 0}")
-    accept = ((snap.get("full") or {}).get("verification") or {}).get("calibration", {}).get("accept_length")
-    lines += [
-        "# HELP sparkgate_accept_length MTP accept length measured by the latest calibration.",
-        "# TYPE sparkgate_accept_length gauge",
-        f"sparkgate_accept_length {accept if accept is not None else 'NaN'}",
-    ]
+    verification = (snap.get("full") or {}).get("verification") or {}
+    for module in REGISTRY.values():  # each optimization's gauges, read from the latest full verdict
+        for name, (help_text, path) in module.GAUGES.items():
+            value = _at(verification, path)
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge",
+                      f"{name} {value if isinstance(value, (int, float)) else 'NaN'}"]
     return "\n".join(lines) + "\n"
+
+
+def _at(value, path: tuple[str, ...]):
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
 
 
 def closed_body(state: GateState) -> dict:

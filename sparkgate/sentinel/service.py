@@ -1,8 +1,9 @@
 """The sentinel loop: wait for a healthy engine, prove it (verification + testinfra + smoke, all against
 the engine directly), open the gate, then keep re-checking on a period.
 
-Cheap re-checks run every period (health, restart and weight-change detection, configuration, probe
-report, and MTP acceptance judged as sentinel/acceptance.py explains). A full verification with
+Cheap re-checks run every period: health, restart and weight-change detection, every check whose stage
+evidence/stages.py marks re-checked (configuration, environment, probe report), and each requested
+optimization's own `rechecks` (MTP: acceptance, see optimizations/mtp_recheck.py). A full verification with
 calibration runs again only when something changed: first start, an engine restart, or a failed
 re-check. The gate stays closed until a fresh full verdict passes.
 
@@ -25,18 +26,16 @@ from sparkgate import admin_key
 from sparkgate.evidence import logs
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.gather import gather
+from sparkgate.evidence.recheck import RecheckContext
 from sparkgate.evidence.results import CheckResult, checked
-from sparkgate.evidence.verify import STAGES, run_checks, stage_of, verify
+from sparkgate.evidence.verify import rechecked, run_checks, verify
+from sparkgate.optimizations import REGISTRY
 from sparkgate.phases import current_phase
-from sparkgate.sentinel import acceptance, suites
+from sparkgate.sentinel import suites
 from sparkgate.sentinel.http import serve
 from sparkgate.sentinel.state import CLOSED, OPEN, VERIFYING, WAITING, GateState
 
 log = logging.getLogger("sparkgate.sentinel")
-CALIBRATION_STAGE = len(STAGES) - 1
-# The startup log signatures cannot change without a restart, which `sentinel.engine_unchanged` catches;
-# re-reading a log that grows for days on every period would only cost I/O.
-LOG_STAGE = next(i for i, (title, _) in enumerate(STAGES) if title == "engine log")
 
 
 @dataclass(frozen=True)
@@ -68,10 +67,11 @@ class Sentinel:
                                          timeout=max(0.5, min(3.0, config.period_s / 3)))
         self.need_full = True
         self.ever_verified = False
-        self.window_start: acceptance.Counters | None = None  # client-traffic window for the collapse statistic
-        self.last_probe_counters: acceptance.Counters | None = None  # counters right after the last probe
-        self.last_probe_at = 0.0
-        self.previous_counters: acceptance.Counters | None = None  # at the previous re-check (idle detection)
+        # One context per requested optimization: its own re-checks and their memory between periods.
+        self.module_contexts = {
+            key: RecheckContext(key, self.quick_client, config.period_s, self.expectations)
+            for key in REGISTRY if key in self.expectations.get("requested", [])
+        }
         self.weights: dict | None = None  # /model_info identity of the weights at the last full verdict
 
     # --- secrets ------------------------------------------------------------------------------
@@ -119,8 +119,7 @@ class Sentinel:
             self.state.last_verdict_at = time.time()
             self.state.engine_startup_time = self._redact((info or {}).get("startup_time"))
             self.state.recheck = None
-        self.window_start = self.last_probe_counters = self.previous_counters = self._counters()
-        self.last_probe_at = time.monotonic()  # the calibration just measured acceptance
+        self.start_module_rechecks()
         if passed:
             self.ever_verified = True
             self.state.set(OPEN, "all checks, testinfra and smoke tests passed")
@@ -150,9 +149,7 @@ class Sentinel:
             return False
         evidence = gather(self.quick_client, self.expectations, logs.missing(), calibrate=False,
                           admin_key_file=self.config.admin_key_file)
-        results: list[CheckResult] = [
-            c for c in run_checks(evidence) if stage_of(c) < CALIBRATION_STAGE and stage_of(c) != LOG_STAGE
-        ]
+        results: list[CheckResult] = [c for c in run_checks(evidence) if rechecked(c)]
         startup = self._redact((evidence.server_info or {}).get("startup_time"))
         results.append(checked(
             "sentinel.engine_unchanged", startup == self.state.engine_startup_time, startup,
@@ -166,7 +163,7 @@ class Sentinel:
             "the engine's weights changed since the last full verdict (an /update_weights_from_disk or "
             "similar admin call inside the stack): a full verification runs before traffic is admitted again",
         ))
-        results.extend(self._acceptance())
+        results.extend(self.module_rechecks())
         passed = all(c.passed for c in results)
         with self.state.lock:
             self.state.recheck = self._redact({"time": time.time(), "passed": passed,
@@ -179,50 +176,19 @@ class Sentinel:
             log.warning("gate CLOSED by re-check: %s", ", ".join(failing))
         return passed
 
-    def _acceptance(self) -> list[CheckResult]:
-        """MTP acceptance after admission, without judging client traffic against the greedy floor."""
-        if "mtp" not in self.expectations.get("requested", []):
-            return []
-        floor = self.expectations["optimizations"]["mtp"]["min_accept_length"]
-        now = self._counters()
-        if now is None:
-            return [acceptance.counters_missing(floor)]
-        results: list[CheckResult] = []
-        start = self.window_start or now
-        accept, calls = acceptance.window_accept(start, now)
-        collapsed = acceptance.looks_collapsed(start, now)
-        if calls >= acceptance.MIN_VERIFY_CALLS or now.verifies < start.verifies:
-            self.window_start = now  # judged (or the counters went backwards): start a fresh window
-        previous, self.previous_counters = self.previous_counters, now
-        idle = previous is not None and now.tokens == previous.tokens  # nothing generated for a whole period
-        served = self.last_probe_counters is None or now.verifies > self.last_probe_counters.verifies
-        due = time.monotonic() - self.last_probe_at >= acceptance.PROBE_EVERY_PERIODS * self.config.period_s
-        if collapsed:
-            trigger = "collapse on client traffic"  # probe now, even if a client has to wait for it
-        elif not idle or not (served or due):
-            trigger = None  # never make a client queue behind a routine probe
-        else:
-            trigger = "idle after client traffic" if served else "idle, periodic"
-        if trigger:
-            probe = acceptance.run_probe(self.quick_client, timeout_s=max(1.0, self.config.period_s))
-            results.append(acceptance.probe_check(probe, floor, trigger))
-            self.last_probe_at = time.monotonic()
-            self.last_probe_counters = self._counters()
-            self.window_start = self.previous_counters = self.last_probe_counters or now
-        results.append(checked(
-            "sentinel.accept_window", True, {"accept_length": None if accept is None else round(accept, 3),
-                                             "verify_calls": calls, "collapsed": collapsed},
-            f"informational: <= {acceptance.COLLAPSE_ACCEPT_LENGTH} over >= {acceptance.MIN_VERIFY_CALLS} verify "
-            "calls triggers the probe", "GET /metrics generation_tokens_total / spec_verify_calls_total",
-            "client traffic is sampled prose: its acceptance is reported, never judged against the greedy floor",
-        ))
-        return results
+    def start_module_rechecks(self) -> None:
+        """After a full verification: each requested optimization starts its re-check memory afresh."""
+        for key, ctx in self.module_contexts.items():
+            ctx.client = self.quick_client  # the client of this moment (tests swap in a fake engine)
+            ctx.state = {}
+            REGISTRY[key].start_rechecks(ctx)
 
-    def _counters(self) -> acceptance.Counters | None:
-        try:
-            return acceptance.read_counters(self.quick_client.get_text("/metrics"))
-        except EngineUnreachable:
-            return None
+    def module_rechecks(self) -> list[CheckResult]:
+        results: list[CheckResult] = []
+        for key, ctx in self.module_contexts.items():
+            ctx.client = self.quick_client
+            results.extend(REGISTRY[key].rechecks(ctx))
+        return results
 
     @staticmethod
     def _weights_of(model_info: dict | None) -> dict | None:

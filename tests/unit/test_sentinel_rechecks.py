@@ -10,7 +10,8 @@ import pytest
 
 from sparkgate.evidence.client import EngineUnreachable
 from sparkgate.evidence.gather import Evidence
-from sparkgate.sentinel import acceptance, service
+from sparkgate.optimizations import mtp_recheck as acceptance
+from sparkgate.sentinel import service
 from sparkgate.sentinel.service import Sentinel, SentinelConfig
 
 FLOOR = 2.0
@@ -72,9 +73,9 @@ def make_sentinel(tmp_path):
         }))
         sentinel = Sentinel(SentinelConfig("http://engine:30000", bundle, "/nonexistent.log", tmp_path, period_s=5.0))
         sentinel.client = sentinel.quick_client = engine
-        sentinel.window_start = sentinel.last_probe_counters = sentinel.previous_counters = sentinel._counters()
+        sentinel.start_module_rechecks()  # as right after a full verification
         sentinel.weights = sentinel._weights()
-        sentinel.last_probe_at = 0.0
+        sentinel.module_contexts["mtp"].state["last_probe_at"] = 0.0
         return sentinel
     return make
 
@@ -89,8 +90,8 @@ def test_healthy_engine_on_sampled_traffic_never_closes(make_sentinel):
     sentinel = make_sentinel(engine)
     for accept in (1.2, 1.35, 1.6, 1.25, 1.5, 1.3, 1.2, 1.45):
         engine.serve(400, accept)
-        assert not failing(sentinel._acceptance())  # busy: no probe, and the low window is not a failure
-        results = sentinel._acceptance()  # a quiet period after traffic: the sentinel's greedy probe judges
+        assert not failing(sentinel.module_rechecks())  # busy: no probe, and the low window is not a failure
+        results = sentinel.module_rechecks()  # a quiet period after traffic: the sentinel's greedy probe judges
         assert not failing(results), [c.as_dict() for c in results]
         assert any(c.name == "sentinel.accept_probe" for c in results)
     window = next(c for c in results if c.name == "sentinel.accept_window")
@@ -101,7 +102,7 @@ def test_collapsed_draft_closes_even_while_busy(make_sentinel):
     engine = FakeEngine(probe_accept=1.0)
     sentinel = make_sentinel(engine)
     engine.serve(200, 1.0)  # 200 verify calls at 1.00 in this period: a draft that accepts nothing
-    results = sentinel._acceptance()
+    results = sentinel.module_rechecks()
     assert "sentinel.accept_probe" in failing(results)
     probe = next(c for c in results if c.name == "sentinel.accept_probe")
     assert probe.observed["trigger"] == "collapse on client traffic" and probe.observed["accept_length"] == 1.0
@@ -111,8 +112,8 @@ def test_degraded_draft_closes_at_the_next_idle_recheck(make_sentinel):
     engine = FakeEngine(probe_accept=1.2)  # degraded, not collapsed: only the greedy probe sees it
     sentinel = make_sentinel(engine)
     engine.serve(64, 1.2)
-    assert not failing(sentinel._acceptance())  # still serving during this period: no probe yet
-    assert "sentinel.accept_probe" in failing(sentinel._acceptance())
+    assert not failing(sentinel.module_rechecks())  # still serving during this period: no probe yet
+    assert "sentinel.accept_probe" in failing(sentinel.module_rechecks())
 
 
 def test_busy_engine_without_collapse_is_never_probed(make_sentinel):
@@ -120,7 +121,7 @@ def test_busy_engine_without_collapse_is_never_probed(make_sentinel):
     sentinel = make_sentinel(engine)
     for _ in range(5):
         engine.serve(300, 1.4)
-        assert not failing(sentinel._acceptance())
+        assert not failing(sentinel.module_rechecks())
     assert engine.probes == 0
 
 
@@ -128,12 +129,12 @@ def test_idle_engine_is_probed_only_when_due(make_sentinel, monkeypatch):
     engine = FakeEngine()
     sentinel = make_sentinel(engine)
     clock = [1000.0]
-    monkeypatch.setattr(service.time, "monotonic", lambda: clock[0])
-    sentinel.last_probe_at = clock[0]
-    sentinel._acceptance()
+    monkeypatch.setattr(acceptance.time, "monotonic", lambda: clock[0])
+    sentinel.module_contexts["mtp"].state["last_probe_at"] = clock[0]
+    sentinel.module_rechecks()
     assert engine.probes == 0  # no traffic, not due
     clock[0] += acceptance.PROBE_EVERY_PERIODS * 5.0
-    sentinel._acceptance()
+    sentinel.module_rechecks()
     assert engine.probes == 1
 
 
@@ -142,13 +143,13 @@ def test_missing_evidence_fails_closed(make_sentinel, break_it):
     engine = FakeEngine()
     sentinel = make_sentinel(engine)
     engine.serve(64, 2.7)
-    sentinel._acceptance()
+    sentinel.module_rechecks()
     if break_it == "metrics_gone":
         engine.metrics_up = False
-        assert failing(sentinel._acceptance()) == {"sentinel.accept_counters"}
+        assert failing(sentinel.module_rechecks()) == {"sentinel.accept_counters"}
     else:
         engine.probe_accept = None
-        assert failing(sentinel._acceptance()) == {"sentinel.accept_probe"}
+        assert failing(sentinel.module_rechecks()) == {"sentinel.accept_probe"}
 
 
 def test_collapse_statistic():

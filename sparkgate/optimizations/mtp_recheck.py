@@ -17,6 +17,7 @@ Two signals instead:
   because a greedy fixed prompt is the only judgement a healthy engine passes by construction.
 
 Both fail closed: counters that vanish, or a probe that errors or reports no speculative fields, fail.
+The sentinel calls `start` after each full verification and `rechecks` every period (MTP profiles only).
 """
 
 from __future__ import annotations
@@ -24,18 +25,28 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from sparkgate import conformance as C
 from sparkgate.evidence import metrics as metrics_mod
 from sparkgate.evidence.calibration import COMPLETION_TOKENS, PROMPTS, SPEC_VERIFY_CT
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
+from sparkgate.evidence.recheck import RecheckContext
 from sparkgate.evidence.results import CheckResult, checked
+from sparkgate.evidence.stages import Stage
 
 COLLAPSE_ACCEPT_LENGTH = 1.05
 MIN_VERIFY_CALLS = 50
 PROBE_TOKENS = 48
 PROBE_EVERY_PERIODS = 12  # an idle engine with no traffic is probed once a minute at the 5 s default
 
-GENERATION_TOKENS = "sglang:generation_tokens_total"
-VERIFY_CALLS = "sglang:spec_verify_calls_total"
+# Re-check-only checks (named sentinel.* because only the sentinel emits them).
+CHECKS = {
+    "sentinel.accept_counters": Stage.RECHECK_ONLY,
+    "sentinel.accept_probe": Stage.RECHECK_ONLY,
+    "sentinel.accept_window": Stage.RECHECK_ONLY,
+}
+
+GENERATION_TOKENS = C.metric("generation_tokens")
+VERIFY_CALLS = C.metric("spec_verify_calls")
 
 
 @dataclass(frozen=True)
@@ -114,3 +125,57 @@ def counters_missing(floor: float) -> CheckResult:
         "GET /metrics", "the engine's /metrics lost the speculative counters (restart, or --enable-metrics "
         "missing): acceptance can no longer be judged, so the gate closes",
     )
+
+
+def read_engine_counters(client: EngineClient) -> Counters | None:
+    try:
+        return read_counters(client.get_text("/metrics"))
+    except EngineUnreachable:
+        return None
+
+
+def start(ctx: RecheckContext) -> None:
+    """Right after a full verification: its calibration just measured acceptance, so a window starts now."""
+    counters = read_engine_counters(ctx.client)
+    ctx.state.update(window_start=counters, last_probe_counters=counters, previous_counters=counters,
+                     last_probe_at=time.monotonic())
+
+
+def rechecks(ctx: RecheckContext) -> list[CheckResult]:
+    """MTP acceptance after admission, without judging client traffic against the greedy floor."""
+    state = ctx.state
+    floor = ctx.want["min_accept_length"]
+    now = read_engine_counters(ctx.client)
+    if now is None:
+        return [counters_missing(floor)]
+    results: list[CheckResult] = []
+    start_counters = state.get("window_start") or now
+    accept, calls = window_accept(start_counters, now)
+    collapsed = looks_collapsed(start_counters, now)
+    if calls >= MIN_VERIFY_CALLS or now.verifies < start_counters.verifies:
+        state["window_start"] = now  # judged (or the counters went backwards): start a fresh window
+    previous, state["previous_counters"] = state.get("previous_counters"), now
+    idle = previous is not None and now.tokens == previous.tokens  # nothing generated for a whole period
+    last_probe = state.get("last_probe_counters")
+    served = last_probe is None or now.verifies > last_probe.verifies
+    due = time.monotonic() - state.get("last_probe_at", 0.0) >= PROBE_EVERY_PERIODS * ctx.period_s
+    if collapsed:
+        trigger = "collapse on client traffic"  # probe now, even if a client has to wait for it
+    elif not idle or not (served or due):
+        trigger = None  # never make a client queue behind a routine probe
+    else:
+        trigger = "idle after client traffic" if served else "idle, periodic"
+    if trigger:
+        probe = run_probe(ctx.client, timeout_s=max(1.0, ctx.period_s))
+        results.append(probe_check(probe, floor, trigger))
+        state["last_probe_at"] = time.monotonic()
+        state["last_probe_counters"] = read_engine_counters(ctx.client)
+        state["window_start"] = state["previous_counters"] = state["last_probe_counters"] or now
+    results.append(checked(
+        "sentinel.accept_window", True, {"accept_length": None if accept is None else round(accept, 3),
+                                         "verify_calls": calls, "collapsed": collapsed},
+        f"informational: <= {COLLAPSE_ACCEPT_LENGTH} over >= {MIN_VERIFY_CALLS} verify "
+        "calls triggers the probe", "GET /metrics generation_tokens_total / spec_verify_calls_total",
+        "client traffic is sampled prose: its acceptance is reported, never judged against the greedy floor",
+    ))
+    return results

@@ -1,0 +1,22 @@
+"""Completeness of one role's record in the probe's engagement report (target, or an optimization's own
+role such as MTP's draft). Imports nothing from the evidence package, so optimization modules can use it
+at top level."""
+
+from __future__ import annotations
+
+ROLE_KEYS = ("model_class", "lm_head", "moe_layers")
+LM_HEAD_KEYS = ("module_class", "quant_method", "weight_dtype", "has_weight_scale")
+
+
+def role_problems(report: dict, role: str) -> list[str]:
+    """What is missing from `report[role]` (empty when the record is complete)."""
+    record = report.get(role)
+    if not isinstance(record, dict):
+        return [f"{role} missing"]
+    problems = [f"{role}.{k} missing" for k in ROLE_KEYS if k not in record]
+    head = record.get("lm_head")
+    if isinstance(head, dict):
+        problems += [f"{role}.lm_head.{k} missing" for k in LM_HEAD_KEYS if k not in head]
+    elif "lm_head" in record:
+        problems.append(f"{role}.lm_head is {head!r}")
+    return problems
