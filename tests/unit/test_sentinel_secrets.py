@@ -14,9 +14,9 @@ from sparkgate import admin_key
 from sparkgate.evidence import admin_probe, common
 from sparkgate.evidence.client import EngineClient
 from sparkgate.evidence.gather import Evidence
-from sparkgate.evidence.verify import STAGES, stage_of
+from sparkgate.evidence.verify import rechecked, stage_of
 from sparkgate.sentinel import service
-from sparkgate.sentinel.service import CALIBRATION_STAGE, LOG_STAGE, Sentinel, SentinelConfig
+from sparkgate.sentinel.service import Sentinel, SentinelConfig
 
 KEY = "the-admin-key-0123456789abcdef"
 
@@ -125,9 +125,8 @@ def test_check_is_reported_only_when_probed_and_rechecked_every_period(tmp_path)
     ev.admin_key = admin_probe.AdminKeyProbe(key_file(tmp_path), error="unreadable")
     checks = {c.name: c for c in common.run(ev)}
     assert checks["engine.admin_key_enforced"].passed is False
-    stage = stage_of(checks["engine.admin_key_enforced"])
-    assert STAGES[stage][0] == "identity and configuration"
-    assert stage < CALIBRATION_STAGE and stage != LOG_STAGE  # the sentinel's re-check runs it
+    assert stage_of(checks["engine.admin_key_enforced"]).title == "identity and configuration"
+    assert rechecked(checks["engine.admin_key_enforced"])  # the sentinel's re-check runs it
 
 
 @pytest.fixture
@@ -165,7 +164,6 @@ def test_sentinel_keeps_no_secret_from_a_full_verification(sentinel, monkeypatch
     monkeypatch.setattr(service.suites, "run_suite", lambda *a, **k: suite)
     monkeypatch.setattr(sentinel, "_server_info", lambda: dict(LEAKY_INFO))
     monkeypatch.setattr(sentinel, "_weights", lambda: None)
-    monkeypatch.setattr(sentinel, "_counters", lambda: None)
     assert sentinel.full_verification()
     kept = json.dumps(sentinel.state.snapshot(), default=str)
     assert KEY not in kept and "the-user-api-key" not in kept
@@ -224,7 +222,7 @@ def test_the_probe_route_is_a_read_only_admin_route_in_sglang():
 
 @pytest.mark.sglang
 def test_every_sim_admin_route_is_admin_level_in_sglang():
-    from sparkgate.sim import admin_routes
+    from sparkgate_sim import admin_routes
 
     levels = sglang_route_levels()
     admin_paths = {path for (_method, path), level in levels.items() if level.startswith("ADMIN")}
