@@ -17,7 +17,7 @@
 # `${BASE_DIGEST:+@}${BASE_DIGEST}` expands to "@sha256:..." or to nothing. The first RUN then refuses
 # an empty digest unless SPARKGATE_ALLOW_UNPINNED_BASE=1 (development builds only).
 ARG BASE_IMAGE=nvidia/cuda:13.0.2-devel-ubuntu24.04
-ARG BASE_DIGEST=
+ARG BASE_DIGEST=sha256:5dc1bca23d05bd37b011be68ec470c03b403a5da07ec3a86e41af9470e9d0cc6
 FROM ${BASE_IMAGE}${BASE_DIGEST:+@}${BASE_DIGEST}
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]

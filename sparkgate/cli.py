@@ -152,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     render_p.set_defaults(func=cmd_render)
     for name, func, help_text in (
         ("schema", cmd_schema, "write schema/profile.schema.json"),
-        ("render-top-level", cmd_top_level, "write the committed compose.yaml (all-three, spark)"),
+        ("render-top-level", cmd_top_level, "write the committed compose.yaml (all-three, spark) and compose.sim.yaml"),
         ("manifest", cmd_manifest, "regenerate the SGLang CLI and env manifests from the installed sglang"),
     ):
         p = sub.add_parser(name, help=help_text)

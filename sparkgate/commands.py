@@ -81,8 +81,8 @@ def sync_top_level(check: bool = False) -> None:
     from sparkgate import render
     from sparkgate.paths import repo_root
 
-    text = render.top_level_compose(_load(render.TOP_LEVEL_PROFILE))
-    _sync(repo_root() / "compose.yaml", text, check, "top-level compose.yaml", "invoke render-top-level")
+    for name, text in render.top_level_files(_load(render.TOP_LEVEL_PROFILE)).items():
+        _sync(repo_root() / name, text, check, f"top-level {name}", "invoke render-top-level")
 
 
 def sync_manifests(check: bool = False) -> None:

@@ -31,15 +31,15 @@ BASE_TAG = "sparkgate/base:bookworm"
 IMAGE_PYTHON = "3.11"
 # Optional-dependency groups of pyproject.toml that the simulator image installs when they exist.
 SIM_EXTRAS = ("sim",)
+# The runtime image builds sparkgate and the simulator from source with --no-build-isolation, so its
+# build backend comes from the wheels too (docker/sim.Dockerfile ARG SETUPTOOLS_VERSION, held equal by a test).
+BUILD_REQUIREMENTS = ("setuptools==84.2.1",)
 # Bundle data copied next to the package so the CLI works inside images (SPARKGATE_HOME).
 BUNDLE_DATA = ("images.lock.yaml", "profiles", "templates")
-# The runtime image also serves as the sentinel, which runs tests/infra and tests/smoke (with the
-# pytest configuration in pyproject.toml) against the engine before admission.
-RUNTIME_DATA = (*BUNDLE_DATA, "pyproject.toml", "tests")
 # The Spark image's build context: only what the Dockerfile copies (keeps .venv, .git and build/ out).
 SPARK_CONTEXT = ("pyproject.toml", "sparkgate", "probe", *BUNDLE_DATA)
+RUNTIME_DOCKERFILE = "docker/sim.Dockerfile"
 LEGACY_BUILDER = {"DOCKER_BUILDKIT": "0"}
-WHEEL_EPOCH = "315532800"  # 1980-01-01, the earliest time a zip entry can carry
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".pytest_cache")
 
 
@@ -121,7 +121,7 @@ def image_requirements() -> tuple[list[str], str]:
     """(third-party requirements to download, the requirement line that installs sparkgate)."""
     project = _pyproject()["project"]
     extras = [name for name in SIM_EXTRAS if name in project.get("optional-dependencies", {})]
-    deps = list(project.get("dependencies", []))
+    deps = list(project.get("dependencies", [])) + list(BUILD_REQUIREMENTS)
     for name in extras:
         deps.extend(project["optional-dependencies"][name])
     spec = f"{project['name']}[{','.join(extras)}]" if extras else project["name"]
@@ -224,33 +224,6 @@ def build_base(rebuild: bool = False, tag: str = BASE_TAG, dry_run: bool = False
 # --- sim -----------------------------------------------------------------------------------------
 
 
-def _stage_sim_context(context: Path, manifest: dict) -> None:
-    """context/wheels: the downloaded wheels + a fresh sparkgate wheel + requirements.txt;
-    context/bundle: images.lock.yaml, profiles/, templates/."""
-    if context.exists():
-        shutil.rmtree(context)
-    wheels_dir = context / "wheels"
-    wheels_dir.mkdir(parents=True)
-    for wheel in _wheels_dir().glob("*.whl"):
-        shutil.copy2(wheel, wheels_dir / wheel.name)
-    # Build sparkgate's wheel from a copy of the source: setuptools would otherwise write build/lib into
-    # the checkout's build/, which holds rendered bundles.
-    source = context / "src"
-    source.mkdir()
-    shutil.copy2(_root() / "pyproject.toml", source / "pyproject.toml")
-    shutil.copytree(_root() / "sparkgate", source / "sparkgate", ignore=_IGNORE)
-    # A fixed SOURCE_DATE_EPOCH makes the wheel byte-identical for identical sources, so an unchanged
-    # checkout hits the layer cache instead of reinstalling everything.
-    _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
-         "--wheel-dir", str(wheels_dir), str(source)],
-        "building the sparkgate wheel",
-        env={"SOURCE_DATE_EPOCH": WHEEL_EPOCH},
-    )
-    shutil.rmtree(source)
-    (wheels_dir / "requirements.txt").write_text(manifest["install"] + "\n")
-    _copy_from_checkout(RUNTIME_DATA, context / "bundle")
-
-
 def _copy_from_checkout(names: tuple[str, ...], destination: Path) -> None:
     """Files and directories of the checkout into a build context (without caches)."""
     destination.mkdir(parents=True, exist_ok=True)
@@ -263,32 +236,30 @@ def _copy_from_checkout(names: tuple[str, ...], destination: Path) -> None:
 
 
 def sim_build_argv(tag: str, context: Path, no_cache: bool = False) -> list[str]:
+    """The offline build: what the top-level compose files do with SPARKGATE_RUNTIME_BASE=sparkgate/base:bookworm
+    and SPARKGATE_BUILD_NETWORK=none (same Dockerfile, same context, the wheels from .ci/wheels)."""
     argv = ["docker", "build", "--network", "none", "--build-arg", f"BASE_IMAGE={BASE_TAG}"]
-    argv += ["--file", str(_root() / "docker" / "sim.Dockerfile"), "--tag", tag]
+    argv += ["--file", str(context / RUNTIME_DOCKERFILE), "--tag", tag]
     if no_cache:
         argv.append("--no-cache")
     return argv + [str(context)]
 
 
 def build_runtime(no_cache: bool = False, dry_run: bool = False) -> None:
-    """Build the simulator image (images.lock.yaml local_images.sim) offline: --network none.
+    """Build the runtime image (images.lock.yaml local_images.sim) offline: --network none.
 
-    Needs `images.base` and `images.wheels` first. sparkgate itself is built into a fresh wheel from the
-    checkout each time, so the image always carries the current source.
+    Needs `images.base` and `images.wheels` first. The context is the checkout itself (.dockerignore keeps it
+    to what the Dockerfile copies), so the image always carries the current source.
     """
     tag = load_lock().local_images["sim"]
-    context = _state_dir() / "build" / "sim"
-    argv = sim_build_argv(tag, context, no_cache)
+    argv = sim_build_argv(tag, _root(), no_cache)
     if dry_run:
-        print(f"# stage {context.relative_to(_root())}/: wheels/ (.ci/wheels + sparkgate wheel), bundle/")
         print(_show(argv, LEGACY_BUILDER))
         return
     _require_docker()
     if not _image_exists(BASE_TAG):
         raise ImageError(f"{BASE_TAG} is missing; build it first with `invoke images.base`")
-    manifest = wheels_manifest()
-    _check_wheels(manifest)
-    _stage_sim_context(context, manifest)
+    _check_wheels(wheels_manifest())
     _run(argv, f"building {tag}", env=LEGACY_BUILDER)
     print(f"{tag}: {_image_size_mb(tag)} MB")
 

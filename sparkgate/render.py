@@ -1,5 +1,9 @@
 """Render a validated profile into build/<profile>/: compose.yaml, engine-env.json, argv.json,
-expectations.json and manifest.json. Decisions are made here; templates only substitute.
+expectations.json, the gateway's files and manifest.json. Decisions are made here; templates only substitute.
+
+compose.yaml is self-contained: the files the sentinel and the gateway read under /bundle travel inside it
+as Compose `configs:` with inline `content:` (Compose >= 2.23.1), so the stack needs no bind-mounted
+directory. The other files stay on disk for people and host-side tools (infra suite, bench, records).
 
 Writes are atomic (a staged directory swapped into place, see sparkgate.atomic) and deterministic (no
 timestamps), so a re-render is byte-identical and a failed render leaves the previous bundle untouched.
@@ -32,14 +36,24 @@ GATEWAY_CONTAINER_PORT = defaults.GATEWAY_CONTAINER_PORT
 DEFAULT_GATEWAY_PORT = defaults.GATEWAY_PORT
 ADMIN_KEY_VOLUME = "engine-admin"
 ADMIN_KEY_TMPFS_OPTIONS = "mode=0700,uid=0,gid=0,size=64k,noexec,nosuid,nodev"
+# Where the containers read the bundle, and which files each one reads (compose `configs:`).
+BUNDLE_MOUNT = "/bundle"
+SENTINEL_BUNDLE_FILES = ("argv.json", "engine-env.json", "expectations.json")
+GATEWAY_BUNDLE_FILES = ("haproxy.cfg", "gateway-gate.lua", "gateway-503.http")
+# Build sections of the top-level compose files (paths relative to the repository root, where they live).
+# The runtime image's base and build network come from the environment: by default the digest-pinned
+# registry base (images.lock.yaml base_images.runtime-base) with network; CI sets the local mmdebstrap base
+# and `none` (docs/images.md).
+RUNTIME_DOCKERFILE = "docker/sim.Dockerfile"
+ENGINE_DOCKERFILE = "Dockerfile"
+RUNTIME_BASE_ENV = "SPARKGATE_RUNTIME_BASE"
+BUILD_NETWORK_ENV = "SPARKGATE_BUILD_NETWORK"
 
 
 @dataclass(frozen=True)
 class RenderOptions:
     target: str = "spark"
     sim_time_scale: float = DEFAULT_SIM_TIME_SCALE
-    # Path from the compose file's directory to the bundle files (env_file etc.).
-    bundle_dir: str = "."
     # Seconds between the sentinel's re-checks; the gateway closes within one period.
     recheck_period_s: float = defaults.RECHECK_PERIOD_S
     # Simulator faults (sim target only), e.g. ("draft-lm-head-unshared",); empty for a healthy engine.
@@ -49,6 +63,9 @@ class RenderOptions:
     sim_startup_s: float | None = None
     # Drills only: make the simulator behave as another image than the profile's ("stock" / "fork").
     sim_image: str | None = None
+    # Top-level compose files only: give each service a `build:` section (context: the repository root),
+    # so `docker compose up --build` in a clone builds what it runs.
+    build_sections: bool = False
 
 
 def _environment() -> Environment:
@@ -67,16 +84,31 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _bundle_path(options: RenderOptions, name: str) -> str:
-    return name if options.bundle_dir == "." else str(PurePosixPath(options.bundle_dir) / name)
-
-
 def compose_literal(text: str) -> str:
     """Text Compose must take literally: it interpolates `$VAR`/`${VAR}` in every value, and `$$` is a `$`."""
     return text.replace("$", "$$")
 
 
-def compose_context(loaded: LoadedProfile, options: RenderOptions) -> dict:
+def _configs_mounts(names: tuple[str, ...]) -> list[dict[str, str]]:
+    return [{"source": name, "target": f"{BUNDLE_MOUNT}/{name}"} for name in names]
+
+
+def runtime_build() -> dict:
+    """The runtime image's build section (simulator, sentinel and gateway share the image)."""
+    base = load_lock().base_images["runtime-base"]
+    if not base.digest:
+        raise ValueError("images.lock.yaml base_images.runtime-base.digest is null: the top-level compose files "
+                         "pin the runtime base by digest; fill it (`invoke images.lock` says how)")
+    return {
+        "context": ".",
+        "dockerfile": RUNTIME_DOCKERFILE,
+        "network": f"${{{BUILD_NETWORK_ENV}:-default}}",
+        "args": {"BASE_IMAGE": f"${{{RUNTIME_BASE_ENV}:-{base.pinned_ref}}}"},
+    }
+
+
+def compose_context(loaded: LoadedProfile, options: RenderOptions, bundle_files: dict[str, str]) -> dict:
+    """`bundle_files`: the rendered files the containers read, carried inline as Compose configs."""
     profile = loaded.profile
     lock = load_lock()
     engine_image = lock.engine_ref(profile.image) if options.target == "spark" else lock.local_images["sim"]
@@ -121,7 +153,17 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions) -> dict:
         ),
         "gateway_bind_expr": "${SPARKGATE_GATEWAY_BIND:-127.0.0.1}",
         "api_key_file_expr": "${SPARKGATE_API_KEY_FILE:-/dev/null}",
-        "bundle_mount": f"{'./' if options.bundle_dir == '.' else './' + options.bundle_dir.rstrip('/') + '/'}:/bundle:ro",
+        # Inline: the stack needs no directory from the host, and `$$` keeps Compose from interpolating.
+        "bundle_configs": {
+            name: compose_literal(bundle_files[name]) for name in (*SENTINEL_BUNDLE_FILES, *GATEWAY_BUNDLE_FILES)
+        },
+        "sentinel_configs": _configs_mounts(SENTINEL_BUNDLE_FILES),
+        "gateway_configs": _configs_mounts(GATEWAY_BUNDLE_FILES),
+        "runtime_build": runtime_build() if options.build_sections else None,
+        "engine_build": (
+            {"context": ".", "dockerfile": ENGINE_DOCKERFILE} if options.build_sections and options.target == "spark"
+            else runtime_build() if options.build_sections else None
+        ),
         "sim_model_mount": f"sim-model:{profile.model.path}:ro",
         "engine_image": engine_image,
         "engine_entrypoint": [
@@ -169,9 +211,7 @@ def render_files(loaded: LoadedProfile, options: RenderOptions) -> dict[str, str
         f"--target {options.target}` - do not edit"
     )
     time_scale = options.sim_time_scale if options.target == "sim" else 1.0
-    compose = compose_context(loaded, options)
     files = {
-        "compose.yaml": env.get_template(f"compose/{options.target}.yaml.j2").render(header=header, **compose),
         # The engine's environment as data (what compose.yaml's `environment:` says, before `$$` escaping).
         "engine-env.json": env.get_template("engine-env.json.j2").render(environment=loaded.plan.env_map()),
         "argv.json": env.get_template("argv.json.j2").render(argv=list(loaded.plan.argv)),
@@ -182,6 +222,8 @@ def render_files(loaded: LoadedProfile, options: RenderOptions) -> dict[str, str
     gateway = gateway_context(loaded, options)
     for name in ("haproxy.cfg", "gateway-gate.lua", "gateway-503.http"):
         files[name] = env.get_template(f"gateway/{name}.j2").render(header=header, **gateway)
+    compose = compose_context(loaded, options, files)
+    files["compose.yaml"] = env.get_template(f"compose/{options.target}.yaml.j2").render(header=header, **compose)
     lock = load_lock()
     manifest = {
         "generated_from": loaded.source,
@@ -219,10 +261,37 @@ def render(loaded: LoadedProfile, options: RenderOptions, out: Path | None = Non
     return out
 
 
-# The committed top-level compose.yaml: the all-three spark render, pointing at build/all-three/.
+# The committed top-level compose files: the all-three spark render with build sections, and the
+# simulator override that turns its engine into the simulator (compose.sim.yaml).
 TOP_LEVEL_PROFILE = "all-three"
+TOP_LEVEL_SIM_OVERRIDE = "compose.sim.yaml"
 
 
 def top_level_compose(loaded: LoadedProfile) -> str:
-    options = RenderOptions(target="spark", bundle_dir=f"build/{loaded.profile.name}")
-    return render_files(loaded, options)["compose.yaml"]
+    return render_files(loaded, RenderOptions(target="spark", build_sections=True))["compose.yaml"]
+
+
+def sim_override(loaded: LoadedProfile) -> str:
+    """compose.sim.yaml: what the sim target differs in from the spark target, as a Compose override of the
+    top-level compose.yaml (`!reset`/`!override` need Compose >= 2.24.4). Merged, the two files give the
+    sim render's services (tests/unit/test_render.py proves it with `docker compose config`)."""
+    spark_files = render_files(loaded, RenderOptions(target="spark"))
+    sim_options = RenderOptions(target="sim", build_sections=True)
+    sim_files = render_files(loaded, sim_options)
+    context = compose_context(loaded, sim_options, sim_files)
+    # Only what differs: compose.yaml's own values stay the single source of the rest.
+    changed = {name: text for name, text in context["bundle_configs"].items()
+               if compose_literal(spark_files[name]) != text}
+    sim_only = {k: v for k, v in context["engine_environment"].items() if k.startswith("SPARKGATE_SIM_")}
+    header = (
+        f"generated from {loaded.source} by `sparkgate render-top-level` - do not edit; "
+        "use: docker compose -f compose.yaml -f compose.sim.yaml up --build"
+    )
+    return _environment().get_template("compose/sim-override.yaml.j2").render(
+        header=header, sim_environment=sim_only, changed_configs=changed, **context
+    )
+
+
+def top_level_files(loaded: LoadedProfile) -> dict[str, str]:
+    """{file name in the repository root: text} for `invoke render-top-level` and the drift test."""
+    return {"compose.yaml": top_level_compose(loaded), TOP_LEVEL_SIM_OVERRIDE: sim_override(loaded)}

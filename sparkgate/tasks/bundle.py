@@ -11,7 +11,8 @@ from sparkgate.tasks.common import require, sparkgate_task
 
 
 def _refuse_if_running(profile: str) -> None:
-    """Re-rendering replaces the bundle directory a running stack has bind-mounted as /bundle."""
+    """Re-rendering replaces the bundle a running stack was started from (its compose.yaml and the files the
+    host-side infra suite and records compare the running containers with)."""
     import shutil
     import subprocess
 
@@ -28,8 +29,8 @@ def _refuse_if_running(profile: str) -> None:
         capture_output=True, text=True, check=False,
     ).stdout.split()
     if running:
-        raise Refusal(f"sparkgate-{name} is running from build/{name}: re-rendering would pull its bundle away. "
-                   f"Fix: `invoke down --profile {name}` first, or `invoke deploy` (which replaces it)")
+        raise Refusal(f"sparkgate-{name} is running from build/{name}: re-rendering would make build/{name} "
+                      f"disagree with what runs. Fix: `invoke down --profile {name}` first, or `invoke deploy` (which replaces it)")
 
 
 @sparkgate_task("profiles")
@@ -77,7 +78,7 @@ def schema(c, check=False):
 
 @sparkgate_task("render-top-level", help={"check": "fail instead of writing when the committed file is stale"})
 def render_top_level(c, check=False):
-    """Write the committed top-level compose.yaml (the all-three render for the spark target)."""
+    """Write the committed compose.yaml (all-three, spark target, with build sections) and compose.sim.yaml."""
     commands.sync_top_level(check)
 
 

@@ -210,13 +210,58 @@ def test_unpinned_base_is_refused(digest: str, allow: str, ok: bool, message: st
 # --- sim image ------------------------------------------------------------------------------------
 
 
+def test_runtime_image_base_is_the_pinned_registry_base_by_default() -> None:
+    """`docker compose up --build` in a fresh clone pulls the runtime base by digest, never by tag alone."""
+    base = load_lock().base_images["runtime-base"]
+    assert base.digest, "images.lock.yaml base_images.runtime-base needs a digest"
+    assert arg_defaults(SIM_DOCKERFILE)["BASE_IMAGE"] == base.pinned_ref
+    assert re.fullmatch(r"[a-z0-9./-]+:[\w.-]+@sha256:[0-9a-f]{64}", base.pinned_ref)
+
+
+def test_runtime_image_installs_exactly_the_offline_base_packages() -> None:
+    """The registry path installs the OS packages the mmdebstrap base already holds, so both bases give the
+    same image and the offline one needs no mirror."""
+    script = (REPO / "docker" / "build-base.sh").read_text(encoding="utf-8")
+    (packages,) = re.findall(r"^packages=(\S+)$", script, re.M)
+    assert arg_defaults(SIM_DOCKERFILE)["OS_PACKAGES"].split() == packages.split(",")
+
+
+def test_runtime_build_backend_pin_equals_the_downloaded_wheels() -> None:
+    (pin,) = image_tasks.BUILD_REQUIREMENTS
+    assert pin == f"setuptools=={arg_defaults(SIM_DOCKERFILE)['SETUPTOOLS_VERSION']}"
+    assert pin in image_tasks.image_requirements()[0], "images.wheels must download the build backend"
+    runs = run_commands(SIM_DOCKERFILE)
+    (source_install,) = [cmd for cmd in runs if "/opt/sparkgate/simulator" in cmd and "pip install" in cmd]
+    assert "--no-index --no-build-isolation --no-deps" in source_install
+
+
 def test_sim_image_builds_offline_on_the_mmdebstrap_base() -> None:
-    assert arg_defaults(SIM_DOCKERFILE)["BASE_IMAGE"] == image_tasks.BASE_TAG
-    argv = image_tasks.sim_build_argv(load_lock().local_images["sim"], REPO / ".ci" / "state" / "build" / "sim")
+    """CI's `images.sim`: the same Dockerfile and context as the compose files, on the local base, no network,
+    and pip never looks at an index when .ci/wheels holds the wheels."""
+    argv = image_tasks.sim_build_argv(load_lock().local_images["sim"], REPO)
     assert argv[:4] == ["docker", "build", "--network", "none"]
+    assert argv[argv.index("--build-arg") + 1] == f"BASE_IMAGE={image_tasks.BASE_TAG}"
+    assert argv[argv.index("--file") + 1] == str(SIM_DOCKERFILE)
     assert argv[argv.index("--tag") + 1] == load_lock().local_images["sim"]
+    assert argv[-1] == str(REPO)
     install = " ".join(cmd for cmd in run_commands(SIM_DOCKERFILE) if "pip install" in cmd)
-    assert "--no-index" in install and "--find-links /tmp/wheels" in install
+    assert 'if [ -f /tmp/ci/wheels/manifest.json ]; then offline="--no-index --find-links /tmp/ci/wheels"' in install
+
+
+def test_dockerignore_lets_through_every_copied_path() -> None:
+    """The context is the repository root: .dockerignore starts from nothing and re-includes each path the two
+    Dockerfiles copy, so .git, .venv, build/ and .ci/state never enter a context or an image."""
+    lines = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()]
+    rules = [line for line in lines if line and not line.startswith("#")]
+    assert rules[0] == "*", "whitelist: exclude everything first"
+    included = {rule[1:].rstrip("/") for rule in rules if rule.startswith("!")}
+    for dockerfile in (SPARK_DOCKERFILE, SIM_DOCKERFILE):
+        for keyword, rest in instructions(dockerfile):
+            if keyword == "COPY" and not rest.startswith("--from"):
+                for source in rest.split()[:-1]:
+                    assert source.rstrip("/") in included, f"{dockerfile.name} copies {source}, which .dockerignore drops"
+    assert not included & {".git", ".venv", "build", ".ci/state"}
+    assert ".ci/*" in rules and rules.index(".ci/*") < rules.index("!.ci/wheels/")
 
 
 def _engine_answers() -> bool:
@@ -239,7 +284,7 @@ def test_classic_builder_refuses_unpinned_base(tmp_path: Path, allow: str) -> No
     (tmp_path / "Dockerfile").write_text("\n".join(top) + "\n", encoding="utf-8")
     # --force-rm: the refused build must not leave its stopped container behind.
     argv = ["docker", "build", "-q", "--force-rm", "--network", "none",
-            "--build-arg", f"BASE_IMAGE={image_tasks.BASE_TAG}",
+            "--build-arg", f"BASE_IMAGE={image_tasks.BASE_TAG}", "--build-arg", "BASE_DIGEST=",
             "--build-arg", f"SPARKGATE_ALLOW_UNPINNED_BASE={allow}", str(tmp_path)]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False,
                           env={**os.environ, "DOCKER_BUILDKIT": "0"})

@@ -108,8 +108,12 @@ def test_hostile_text_is_refused_or_rendered_exactly(tmp_path, field, value, tar
         return
     files = render.render_files(loaded, render.RenderOptions(target=target))
     compose = yaml.safe_load(files["compose.yaml"])
-    assert set(compose) == {"name", "services", "networks", "secrets", "volumes"}
+    assert set(compose) == {"name", "services", "networks", "secrets", "volumes", "configs"}
     assert set(compose["services"]) == {"engine", "sentinel", "gateway"}
+    # The bundle files travel inside compose.yaml as configs: each arrives as exactly the rendered file.
+    assert {name: _literal(config["content"]) for name, config in compose["configs"].items()} == {
+        name: files[name] for name in compose["configs"]
+    }
     engine = compose["services"]["engine"]
     assert _literal(engine["command"]) == list(loaded.plan.argv) == json.loads(files["argv.json"])
     environment = {name: _literal(value) for name, value in engine["environment"].items()}
@@ -140,7 +144,10 @@ def test_docker_compose_sees_exactly_the_intended_launch(tmp_path, value, field)
         capture_output=True, text=True, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin:/usr/local/bin"},
     )
     assert result.returncode == 0, result.stderr
-    engine = json.loads(result.stdout)["services"]["engine"]
+    model = json.loads(result.stdout)
+    engine = model["services"]["engine"]
+    for name, config in model["configs"].items():
+        assert _literal(config["content"]) == (out / name).read_text(), name
     # `config` prints the model re-escaped for reuse as a compose file (a literal `$` as `$$`), after
     # interpolating everything else: had any profile text been interpolated, it would differ here.
     assert [_literal(token) for token in engine["command"]] == list(loaded.plan.argv)

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from sparkgate import profiles, render, schema
+from sparkgate.images import load_lock
 from sparkgate import sglang_flags as F
 
 SHIPPED = profiles.available_profiles()
@@ -135,12 +136,52 @@ def test_render_writes_atomically_and_keeps_old_bundle_on_failure(tmp_path, monk
     assert [p.name for p in tmp_path.iterdir()] == ["bundle"], "no temp directories left behind"
 
 
-def test_top_level_compose_is_the_all_three_render(repo):
-    expected = render.top_level_compose(profiles.load("all-three"))
-    assert (repo / "compose.yaml").read_text() == expected, "stale: run `invoke render-top-level`"
-    engine = yaml.safe_load(expected)["services"]["engine"]
+def test_top_level_compose_files_are_the_all_three_render(repo):
+    expected = render.top_level_files(profiles.load("all-three"))
+    assert set(expected) == {"compose.yaml", "compose.sim.yaml"}
+    for name, text in expected.items():
+        assert (repo / name).read_text() == text, f"{name} is stale: run `invoke render-top-level`"
+    compose = yaml.safe_load(expected["compose.yaml"])
+    engine = compose["services"]["engine"]
     assert engine["environment"] == profiles.load("all-three").plan.env_map()
     assert engine["command"] == list(profiles.load("all-three").plan.argv)
+    # Every service builds what it runs from this checkout: the engine from the top-level Dockerfile, the
+    # runtime image (sentinel, gateway) from docker/sim.Dockerfile on the digest-pinned registry base.
+    assert engine["build"] == {"context": ".", "dockerfile": "Dockerfile"}
+    base = load_lock().base_images["runtime-base"]
+    for service in ("sentinel", "gateway"):
+        build = compose["services"][service]["build"]
+        assert build["context"] == "." and build["dockerfile"] == "docker/sim.Dockerfile"
+        assert build["args"] == {"BASE_IMAGE": f"${{SPARKGATE_RUNTIME_BASE:-{base.ref}@{base.digest}}}"}
+        assert build["network"] == "${SPARKGATE_BUILD_NETWORK:-default}"
+
+
+def test_per_deploy_renders_have_no_build_sections():
+    """`invoke deploy` runs `up --no-build` on images built beforehand; only the top-level files build."""
+    for target in TARGETS:
+        services = yaml.safe_load(rendered("all-three", target)["compose.yaml"])["services"]
+        assert not [name for name, service in services.items() if "build" in service]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_compose_is_self_contained(target):
+    """The files the sentinel and the gateway read travel inside compose.yaml as configs: no service mounts
+    a host path, and each config holds exactly the rendered file (Compose-escaped)."""
+    files = rendered("all-three", target)
+    compose = yaml.safe_load(files["compose.yaml"])
+    for name, service in compose["services"].items():
+        host_paths = [v for v in service.get("volumes", []) if v.startswith((".", "/"))]
+        assert name == "engine" or not host_paths, f"{name} mounts {host_paths}"
+    mounted = {
+        name: {c["target"]: c["source"] for c in service.get("configs", [])}
+        for name, service in compose["services"].items()
+    }
+    assert mounted["sentinel"] == {f"/bundle/{n}": n for n in ("argv.json", "engine-env.json", "expectations.json")}
+    assert mounted["gateway"] == {f"/bundle/{n}": n for n in ("haproxy.cfg", "gateway-gate.lua", "gateway-503.http")}
+    assert "configs" not in compose["services"]["engine"]
+    for source in {*mounted["sentinel"].values(), *mounted["gateway"].values()}:
+        assert compose["configs"][source] == {"content": render.compose_literal(files[source])}
+    assert "/bundle/haproxy.cfg" in compose["services"]["gateway"]["entrypoint"]
 
 
 def test_committed_schema_is_current(repo):
@@ -189,3 +230,42 @@ def test_every_template_substitution_goes_through_tojson(repo):
             if not re.search(r"\|\s*tojson(\(.*\))?\s*$", match.group(1).strip()):
                 offenders.append(f"{template.relative_to(repo)}: {{{{{match.group(1)}}}}}")
     assert not offenders, "\n".join(offenders)
+
+
+def _compose_config(*files, cwd) -> dict:
+    argv = ["docker", "compose", "-p", "sparkgate-config-check"]
+    for name in files:
+        argv += ["-f", str(name)]
+    result = subprocess.run([*argv, "config", "--format", "json"], capture_output=True, text=True, cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.compose
+def test_top_level_compose_files_need_nothing_rendered(repo, tmp_path):
+    """The committed compose files alone, in an otherwise empty directory (no build/, no bundle): Compose
+    accepts them, with and without the simulator override."""
+    for name in ("compose.yaml", "compose.sim.yaml"):
+        shutil.copy(repo / name, tmp_path / name)
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin:/usr/local/bin"}
+    for files in (["compose.yaml"], ["compose.yaml", "compose.sim.yaml"]):
+        argv = ["docker", "compose", *sum((["-f", f] for f in files), []), "config", "-q"]
+        result = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env)
+        assert result.returncode == 0, f"{files}: {result.stderr}"
+
+
+@pytest.mark.compose
+def test_sim_override_merges_into_the_sim_render(repo, tmp_path):
+    """compose.yaml + compose.sim.yaml is, service by service, the sim target's render of all-three: the
+    override adds nothing the sim render lacks and leaves nothing of the Spark engine behind (GPU, ipc,
+    memlock, model bind mount)."""
+    sim = render.render_files(profiles.load("all-three"), render.RenderOptions(target="sim", build_sections=True))
+    (tmp_path / "compose.yaml").write_text(sim["compose.yaml"])
+    merged = _compose_config("compose.yaml", "compose.sim.yaml", cwd=repo)
+    expected = _compose_config("compose.yaml", cwd=tmp_path)
+    for model in (merged, expected):
+        for service in model["services"].values():
+            service["build"]["context"] = "<checkout>"
+    assert merged["services"] == expected["services"]
+    assert merged["configs"] == expected["configs"]
+    assert "deploy" not in merged["services"]["engine"] and "ipc" not in merged["services"]["engine"]
