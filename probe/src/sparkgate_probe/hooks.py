@@ -10,10 +10,11 @@ null, which the gate treats as "not proven".
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+import pkgutil
+from typing import Any, Callable, Dict
 
 from sparkgate_probe import facts
-from sparkgate_probe.report import REPORT, log_error, log_fact
+from sparkgate_probe.report import LOG_PREFIX, REPORT, log_error, log_fact, logger
 
 
 class ProbeError(RuntimeError):
@@ -100,6 +101,38 @@ def after_get_internal_state(result: Any, controller: Any, *args: Any, **kwargs:
     state = getattr(result, "internal_state", None)
     if not isinstance(state, dict):
         raise ProbeError(f"result.internal_state is {type(state).__name__}, expected dict")
-    from sparkgate_probe.plugin import attached_hooks
-
     state["engagement"] = REPORT.snapshot(hooks_attached=attached_hooks())
+
+
+# The hook table lives beside the hooks: after_get_internal_state reports on it, so plugin.py (which
+# registers the table) imports this module and nothing here imports plugin.py.
+LOAD_MODEL = "sglang.srt.model_executor.model_runner.ModelRunner.load_model"
+INIT_LM_HEAD = "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker.init_lm_head"
+GET_INTERNAL_STATE = (
+    "sglang.srt.managers.scheduler_components.internal_state."
+    "SchedulerInternalStateController.get_internal_state"
+)
+
+# Dotted SGLang target -> AFTER hook. Names are checked against the pinned
+# sglang by tests/unit/probe, so a rename upstream fails CI, not the gate.
+HOOK_TARGETS: Dict[str, Callable[..., None]] = {
+    LOAD_MODEL: after_load_model,
+    INIT_LM_HEAD: after_init_lm_head,
+    GET_INTERNAL_STATE: after_get_internal_state,
+}
+
+
+def attached_hooks() -> Dict[str, bool]:
+    """Per target: did SGLang apply the hooks, and is the live attribute a wrapper?"""
+    from sglang.srt.plugins.hook_registry import HookRegistry
+
+    patched = getattr(HookRegistry, "_patched", set())
+    attached = {}
+    for target in HOOK_TARGETS:
+        try:
+            wrapped = hasattr(pkgutil.resolve_name(target), "__wrapped__")
+        except Exception:
+            logger.debug("%s cannot resolve %s", LOG_PREFIX, target, exc_info=True)
+            wrapped = False
+        attached[target] = target in patched and wrapped
+    return attached

@@ -8,26 +8,15 @@ probe must be visible to the gate, not just in the server log.
 
 from __future__ import annotations
 
-import pkgutil
-from typing import Callable, Dict
-
-from sparkgate_probe import hooks
-from sparkgate_probe.report import LOG_PREFIX, REPORT, log_error, log_fact, logger
-
-LOAD_MODEL = "sglang.srt.model_executor.model_runner.ModelRunner.load_model"
-INIT_LM_HEAD = "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker.init_lm_head"
-GET_INTERNAL_STATE = (
-    "sglang.srt.managers.scheduler_components.internal_state."
-    "SchedulerInternalStateController.get_internal_state"
+from sparkgate_probe import hooks  # noqa: F401 - plugin.hooks is part of the module's surface
+from sparkgate_probe.hooks import (  # noqa: F401 - re-exported: the table and its report
+    GET_INTERNAL_STATE,
+    HOOK_TARGETS,
+    INIT_LM_HEAD,
+    LOAD_MODEL,
+    attached_hooks,
 )
-
-# Dotted SGLang target -> AFTER hook. Names are checked against the pinned
-# sglang by tests/unit/probe, so a rename upstream fails CI, not the gate.
-HOOK_TARGETS: Dict[str, Callable[..., None]] = {
-    LOAD_MODEL: hooks.after_load_model,
-    INIT_LM_HEAD: hooks.after_init_lm_head,
-    GET_INTERNAL_STATE: hooks.after_get_internal_state,
-}
+from sparkgate_probe.report import REPORT, log_error, log_fact
 
 
 def register() -> None:
@@ -46,19 +35,3 @@ def register() -> None:
             REPORT.record_error(f"register {target}", exc)
             log_error(f"register {target}", exc)
     log_fact("register", hooks_registered=sorted(HOOK_TARGETS))
-
-
-def attached_hooks() -> Dict[str, bool]:
-    """Per target: did SGLang apply the hooks, and is the live attribute a wrapper?"""
-    from sglang.srt.plugins.hook_registry import HookRegistry
-
-    patched = getattr(HookRegistry, "_patched", set())
-    attached = {}
-    for target in HOOK_TARGETS:
-        try:
-            wrapped = hasattr(pkgutil.resolve_name(target), "__wrapped__")
-        except Exception:
-            logger.debug("%s cannot resolve %s", LOG_PREFIX, target, exc_info=True)
-            wrapped = False
-        attached[target] = target in patched and wrapped
-    return attached
