@@ -374,13 +374,26 @@ def lock_instructions(dry_run: bool = False) -> None:
     )
 
 
+def _registry_build_argv(tag: str) -> list[str]:
+    """The runtime image on the digest-pinned registry base, with network (what `docker compose up --build`
+    does by default): for machines that cannot make the mmdebstrap base (not root, or no mmdebstrap)."""
+    base = load_lock().base_images["runtime-base"].pinned_ref
+    return ["docker", "build", "--build-arg", f"BASE_IMAGE={base}", "--file", str(_root() / RUNTIME_DOCKERFILE),
+            "--tag", tag, str(_root())]
+
+
 def ensure_runtime_image() -> None:
-    """Build what the sim target needs (base, wheels, runtime image) when it is missing: `invoke deploy
-    --target sim` and `invoke test` work on a fresh machine with Docker without a separate build step."""
+    """Build what the sim target needs (base, wheels, runtime image), so `invoke deploy --target sim` and
+    `invoke test` work on a fresh machine with Docker without a separate build step, and never run an image
+    older than the checkout: the build runs every time, and the layer cache makes an unchanged checkout a
+    few seconds. Without root or mmdebstrap the pinned registry base is used instead of the offline one."""
     tag = load_lock().local_images["sim"]
-    if _docker_answers() and _image_exists(tag):
+    _require_docker()
+    print(f"building {tag} from this checkout (cached layers: seconds when nothing changed)", flush=True)
+    if not _image_exists(BASE_TAG) and (os.geteuid() != 0 or shutil.which("mmdebstrap") is None):
+        print(f"{BASE_TAG} cannot be made here (needs root and mmdebstrap): building on the pinned registry base")
+        _run(_registry_build_argv(tag), f"building {tag}", env=LEGACY_BUILDER)
         return
-    print(f"{tag} is missing: building it (first run only; about a minute)", flush=True)
     build_base()
     download_wheels()
     build_runtime()
