@@ -1,4 +1,27 @@
 """sparkgate: deploy SGLang + Ling-3.0-flash on a DGX Spark and admit traffic only once each requested
-optimization is proven engaged."""
+optimization is proven engaged.
+
+The pipeline, stage by stage (each stage only reads what the one before it produced):
+
+1. profile        profiles/<name>.yaml is read and its `extends:` merged ........ sparkgate.profiles
+2. model          validated into frozen models, once, at the boundary ........... sparkgate.model
+                  (one module per optimization: sparkgate.optimizations.*)
+3. launch plan    the engine's argv + env, each item traced to its profile field . sparkgate.launch
+                  (flag names spelled once in sparkgate.sglang_flags; checked
+                  against SGLang's own flag table, sparkgate.sglang_cli)
+4. rules          cross-field refusals over the final launch ..................... sparkgate.rules
+5. render         build/<name>/: compose.yaml, argv.json, expectations.json, ...  sparkgate.render,
+                                                                                   sparkgate.expectations
+6. deploy         preflight, compose up, follow startup, wait for the verdict .... sparkgate.deploy
+                  (the engine container starts via sparkgate.engine_entrypoint)
+7. sentinel /     prove each optimization from runtime evidence, then keep ....... sparkgate.sentinel,
+   evidence       re-checking; the verdict decides admission                     sparkgate.evidence
+8. gateway        HAProxy, the only published port, routes only while ready ...... sparkgate.gateway,
+                                                                                   sparkgate.gateway_routes
+
+Front ends: the `sparkgate` console script (sparkgate.cli) and the invoke tasks (sparkgate.tasks) both
+call sparkgate.commands. Not in this package: the in-engine probe plugin (probe/, `sparkgate_probe`) and
+the engine simulator for tests and drills (simulator/, `sparkgate_sim`), which the product never imports.
+"""
 
 __version__ = "0.1.0"

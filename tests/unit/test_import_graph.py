@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -198,3 +199,13 @@ def test_a_module_that_fails_only_when_imported_first_is_caught(tmp_path):
     failures = import_each([str(tmp_path)], ["cyclic", "cyclic.a", "cyclic.b"], ["cyclic"])
     assert sorted(failures) == ["cyclic.a", "cyclic.b"]
     assert all("ImportError" in error for error in failures.values())
+
+
+def test_the_stage_map_names_only_modules_that_exist():
+    """sparkgate/__init__.py maps the pipeline to modules; a rename must update the map."""
+    import sparkgate
+
+    named = set(re.findall(r"\bsparkgate(?:\.[a-z_]+)+", sparkgate.__doc__ or ""))
+    known = modules(PACKAGES)
+    assert {"sparkgate.profiles", "sparkgate.render", "sparkgate.sentinel", "sparkgate.gateway"} <= named
+    assert sorted(name for name in named if name not in known) == []
