@@ -1,0 +1,89 @@
+"""The Compose entry point from a fresh clone: `docker compose -f compose.yaml -f compose.sim.yaml up --build`
+in a clone of HEAD with nothing rendered builds the images, starts engine (simulator), sentinel and gateway,
+and the gateway opens only after the sentinel's verdict; then one request is served through it.
+
+CI's machines reach no registry, so the runtime image builds on the offline base (SPARKGATE_RUNTIME_BASE)
+with no network (SPARKGATE_BUILD_NETWORK=none) from .ci/wheels, which `invoke images.wheels` downloads on the
+host into the checkout, as a user would before an offline build (docs/images.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from sparkgate.image_build import BASE_TAG
+from tests.e2e.conftest import free_port
+
+pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.compose]
+
+COMMAND = ["docker", "compose", "-f", "compose.yaml", "-f", "compose.sim.yaml", "up", "--build"]
+MODEL = "ling-v3-flash-fp4"
+BUDGET_S = 420  # image build (cached layers after the first) + simulated cold start + the sentinel's full proof
+
+
+def _get(url: str, body: dict | None = None) -> tuple[int, dict | str]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode("utf-8", "replace")
+    except (urllib.error.URLError, ConnectionError, OSError) as exc:
+        return 0, str(exc)
+
+
+@pytest.fixture
+def clone(repo, tmp_path):
+    """A clone of HEAD: the committed files only (no build/, no .venv); plus the host-side wheels."""
+    target = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(repo), str(target)], check=True)
+    assert not (target / "build").exists() and not (target / ".ci" / "wheels").exists()
+    shutil.copytree(repo / ".ci" / "wheels", target / ".ci" / "wheels")
+    return target
+
+
+def test_compose_up_build_from_a_fresh_clone_opens_the_gate(clone, tmp_path):
+    port = free_port()
+    project = f"sparkgate-clone-{os.getpid()}"
+    env = {**os.environ, "SPARKGATE_GATEWAY_PORT": str(port), "SPARKGATE_RUNTIME_BASE": BASE_TAG,
+           "SPARKGATE_BUILD_NETWORK": "none"}
+    log = (tmp_path / "compose-up.log").open("w")
+    up = subprocess.Popen(["docker", "compose", "-p", project, *COMMAND[2:]], cwd=clone, env=env,
+                          stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + BUDGET_S
+        status, body = 0, ""
+        closed_seen = False
+        while time.monotonic() < deadline and up.poll() is None:
+            status, body = _get(f"{url}/sparkgate/ready")
+            if status == 200:
+                break
+            closed_seen = closed_seen or status == 503  # the gateway answers, closed, before the verdict
+            time.sleep(2)
+        assert status == 200, f"gate not open after {BUDGET_S}s (last {status}: {body}); up exit {up.poll()}; " \
+                              f"log:\n{(tmp_path / 'compose-up.log').read_text()[-4000:]}"
+        assert closed_seen, "the gateway never answered closed before it opened"
+        status, reply = _get(f"{url}/v1/chat/completions", {
+            "model": MODEL, "max_tokens": 16, "messages": [{"role": "user", "content": "What is 2 + 3?"}],
+        })
+        assert status == 200, reply
+        assert reply["model"] == MODEL and reply["choices"][0]["message"]
+        assert reply["usage"]["completion_tokens"] > 0
+        assert not (clone / "build").exists(), "the compose path rendered nothing on the host"
+    finally:
+        subprocess.run(["docker", "compose", "-p", project, "-f", "compose.yaml", "-f", "compose.sim.yaml",
+                        "down", "-v", "-t", "5"], cwd=clone, env=env, capture_output=True, check=False)
+        try:
+            up.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            up.kill()
+        log.close()
