@@ -98,13 +98,25 @@ def test_refused_deploy_stops_the_engine(deploy_stack):
     assert stack.get("/sparkgate/ready")[0] == 503 and stack.get("/v1/models")[0] == 503
 
 
+def _closed_verdict(stack, timeout_s: float = 60.0) -> dict:
+    """The kept engine is re-verified again and again (each attempt shows `verifying` while it runs): wait for
+    a `closed` verdict, and fail at once should the gate ever read `open`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        verdict = stack.verdict()
+        assert verdict["state"] != "open", verdict["reason"]
+        if verdict["state"] == "closed" or time.monotonic() > deadline:
+            assert verdict["state"] == "closed", verdict
+            return verdict
+        time.sleep(0.5)
+
+
 @pytest.mark.parametrize("fault", sorted(REFUSALS))
 def test_fault_refused_and_nothing_admitted(deploy_stack, fault):
     # The refused engine is kept running so its own request counters can be read afterwards.
     stack = deploy_stack("all-three", faults=(fault,), keep_refused_engine=True)
     assert not stack.result.admitted
-    verdict = stack.verdict()
-    assert verdict["state"] == "closed"
+    verdict = _closed_verdict(stack)
     failing = {c["name"] for c in verdict["full"]["verification"]["checks"] if not c["passed"]}
     assert REFUSALS[fault] in failing, failing
     for path, body in (("/v1/models", None), ("/v1/chat/completions", CHAT), ("/generate", {"text": "hi"})):
