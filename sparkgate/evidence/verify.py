@@ -13,12 +13,16 @@ from sparkgate.evidence.results import CheckResult, Verdict, failed
 from sparkgate.evidence.stages import Stage
 from sparkgate.optimizations import REGISTRY
 
-# Non-secret /server_info fields recorded with each verdict (bench runs read them from there).
-VERIFIED_CONFIG_KEYS = (
-    "version", "model_path", "startup_time", "served_model_name", "moe_runner_backend", "speculative_algorithm",
-    "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens", "enable_fp32_lm_head",
-    "attention_backend", "max_running_requests", "mem_fraction_static", "random_seed",
+# Non-secret /server_info fields recorded with each verdict (bench runs read them from there); each
+# optimization adds its own (CONFIG_KEYS in its module).
+COMMON_CONFIG_KEYS = (
+    "version", "model_path", "startup_time", "served_model_name", "attention_backend", "max_running_requests",
+    "mem_fraction_static", "random_seed",
 )
+
+
+def verified_config_keys() -> tuple[str, ...]:
+    return COMMON_CONFIG_KEYS + tuple(key for module in REGISTRY.values() for key in module.CONFIG_KEYS)
 
 
 def stage_of(check: CheckResult) -> Stage | None:
@@ -77,7 +81,7 @@ def verify(
         engine={
             # The verified configuration clients may see (/sparkgate/verdict): /server_info itself is not routed
             # by the gateway, and carries secrets (api keys, launch_command).
-            **{key: (evidence.server_info or {}).get(key) for key in VERIFIED_CONFIG_KEYS},
+            **{key: (evidence.server_info or {}).get(key) for key in verified_config_keys()},
             "log_source": log.source,
         },
         calibration=evidence.calibration.as_dict() if evidence.calibration else {},

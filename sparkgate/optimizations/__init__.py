@@ -8,6 +8,7 @@ Each module exposes:
 - rules(ctx): its conflict rules; expectations(profile): what expectations.json records for it;
 - evidence: CHECKS (name -> stage, evidence/stages.py, for every check it can emit), checks(ev),
   probe_report_problems(report) (its parts of the probe report);
+- CONFIG_KEYS: its /server_info fields recorded with every verdict;
 - after admission: start_rechecks(ctx), rechecks(ctx) (evidence/recheck.py), GAUGES (sentinel metrics).
 
 A new optimization is its module, a REGISTRY entry, model.Optimizations (built from REGISTRY), a profile

@@ -35,6 +35,8 @@ CHECKS = {
     "fp8_lm_head.log_signature": Stage.ENGINE_LOG,
 }
 GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {}
+# /server_info fields recorded with every verdict (`engine` in the verdict JSON; bench reads them).
+CONFIG_KEYS = (conformance.server_arg("enable_fp32_lm_head"),)
 LOG_SIGNATURE = fork.FP8_LM_HEAD_LOG  # fork-only: stock 0.5.23 never logs it
 FP8_WEIGHT_DTYPES = (conformance.dtype("fp8_e4m3fn"),)
 

@@ -31,6 +31,8 @@ CHECKS = {
     "humming.log_signature": Stage.ENGINE_LOG,
 }
 GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {}
+# /server_info fields recorded with every verdict (`engine` in the verdict JSON; bench reads them).
+CONFIG_KEYS = (conformance.server_arg("moe_runner_backend"),)
 # FusedMoE quant methods that actually run Humming kernels (anything else is a fallback).
 ENGAGED_MOE_METHODS = (conformance.class_name("humming_moe_method"), conformance.class_name("mxfp4_humming_moe_method"))
 # SGLang logs the GEMM flavour it picked at the first Humming MoE forward: indexed by default,

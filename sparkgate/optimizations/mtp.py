@@ -40,6 +40,9 @@ GAUGES = {
     "sparkgate_accept_length": ("MTP accept length measured by the latest calibration.",
                                 ("calibration", "accept_length")),
 }
+# /server_info fields recorded with every verdict (`engine` in the verdict JSON; bench reads them).
+CONFIG_KEYS = tuple(conformance.server_arg(f"speculative_{name}")
+                    for name in ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens"))
 start_rechecks = mtp_recheck.start
 rechecks = mtp_recheck.rechecks
 DRAFT_MODEL_CLASS = conformance.class_name("nextn_draft")

@@ -29,7 +29,7 @@ from sparkgate.sentinel.service import Sentinel, SentinelConfig
 
 SCALE = 0.05
 CONTRACT = ("KEY", "DOCS", "Settings", "flags", "env", "OWNED_ENV", "OWNED_FLAGS", "GATE_WOULD_MISS", "rules",
-            "expectations", "CHECKS", "checks", "probe_report_problems", "start_rechecks", "rechecks", "GAUGES")
+            "expectations", "CHECKS", "checks", "probe_report_problems", "start_rechecks", "rechecks", "GAUGES", "CONFIG_KEYS")
 
 
 # --- the do-nothing optimization --------------------------------------------------------------------------
@@ -68,6 +68,7 @@ def noop_module() -> types.ModuleType:
         probe_report_problems=lambda report: [],
         start_rechecks=noop_start_rechecks, rechecks=noop_rechecks,
         GAUGES={"sparkgate_noop_elapsed": ("Calibration time, from the noop module.", ("calibration", "elapsed_s"))},
+        CONFIG_KEYS=("context_length",),
     )
     return module
 
@@ -176,6 +177,8 @@ def test_the_new_optimization_is_verified_and_rechecked(noop_profile, start_prof
     # Sorted by the declared stages: configuration before the log, calibration last.
     assert names.index("engine.identity") < names.index("noop.config_echo") < names.index("engine.log")
     assert names.index("engine.cuda_graph_passes") < names.index("noop.calibrated")
+    recorded = verdict.engine["context_length"]  # the module's CONFIG_KEYS are recorded with the verdict
+    assert recorded is not None and recorded == sim.server_info()["context_length"]
 
     bundle = tmp_path / "bundle"
     bundle.mkdir()
