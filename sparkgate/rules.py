@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
-
 from sparkgate import sglang_env
 from sparkgate import sglang_flags as F
 from sparkgate.context import RuleContext
@@ -18,13 +16,8 @@ from sparkgate.sglang_cli import SGLANG_VERSION, strict_problems
 GATE_MINIMUMS = {
     "calibration_prompts": 3,
     "calibration_max_new_tokens": 128,
-    "min_accept_length": 2.0,
     "baseline_decode_tok_s": 37.81,  # published Spark baseline, GSM8K (ly01325 baseline summary)
 }
-# Container directories a profile-chosen mount may not cover.
-RESERVED_MOUNTS = ("/proc", "/sys", "/dev", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/run",
-                   "/var/log/sparkgate", "/bundle", "/models", "/opt")
-
 
 def _argv_problems(ctx: RuleContext) -> list[Problem]:
     problems = []
@@ -213,9 +206,6 @@ def _gate_floor_problems(ctx: RuleContext) -> list[Problem]:
         ("gate.calibration.max_new_tokens", gate.calibration.max_new_tokens, GATE_MINIMUMS["calibration_max_new_tokens"],
          "a short budget makes the accept length meaningless (2 tokens in 1 verify step read as 2.0 whatever the draft does)"),
     ]
-    if ctx.profile.optimizations.mtp.enabled:
-        floors.append(("optimizations.mtp.min_accept_length", ctx.profile.optimizations.mtp.min_accept_length,
-                       GATE_MINIMUMS["min_accept_length"], "a healthy NEXTN draft accepts about 2.7; a broken one 1.00"))
     for field, value, minimum, why in floors:
         if value < minimum:
             problems.append(ctx.problem([field], f"{value} is below the gate's minimum {minimum}: {why}",
@@ -229,27 +219,6 @@ def _gate_floor_problems(ctx: RuleContext) -> list[Problem]:
             "which would let a stacked profile slower than the baseline through",
             f"set it to {minimum} or more; on a slower host record a measured floor instead "
             "(`invoke bench --profile baseline --record-floor`), which the gate uses in its place",
-        ))
-    return problems
-
-
-def _path_problems(ctx: RuleContext) -> list[Problem]:
-    problems = []
-    humming = ctx.profile.optimizations.humming
-    root = PurePosixPath(humming.cache_dir).parent
-    if len(root.parts) < 3 or any(root == PurePosixPath(r) or PurePosixPath(r) in root.parents for r in RESERVED_MOUNTS):
-        problems.append(ctx.problem(
-            ["optimizations.humming.cache_dir"],
-            f"its parent {root} is mounted from the host kernel cache, and {root} is not a place a mount may go",
-            "use a directory at least two levels below / outside system paths, e.g. /root/.humming/cache",
-        ))
-    draft = ctx.profile.optimizations.mtp.draft_model_path
-    if draft is not None and draft != ctx.profile.model.path:
-        problems.append(ctx.problem(
-            ["optimizations.mtp.draft_model_path", "model.path"],
-            f"NEXTN's draft is the checkpoint's own layer in {ctx.profile.model.path}; {draft} would load another "
-            "model that is neither mounted nor what the gate checks",
-            "remove optimizations.mtp.draft_model_path",
         ))
     return problems
 
@@ -311,7 +280,6 @@ def check(ctx: RuleContext) -> list[Problem]:
     problems.extend(_batch_problems(ctx))
     problems.extend(_cuda_graph_problems(ctx))
     problems.extend(_gate_floor_problems(ctx))
-    problems.extend(_path_problems(ctx))
     # Last: a flag another rule already refused needs no second "not on the allow-list" line.
     problems.extend(_extra_args_policy_problems(ctx, {field for p in problems for field in p.fields}))
     unique: dict[str, Problem] = {}

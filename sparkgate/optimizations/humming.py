@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Literal
 
 from sparkgate import conformance
@@ -60,8 +61,20 @@ def env(profile: Profile) -> dict[str, str]:
     return {F.HUMMING_COMPILER_ENV: settings.compiler, F.HUMMING_CACHE_DIR_ENV: settings.cache_dir}
 
 
+# Container directories the host kernel-cache mount (the cache_dir's parent) may not cover.
+RESERVED_MOUNTS = ("/proc", "/sys", "/dev", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/run",
+                   "/var/log/sparkgate", "/bundle", "/models", "/opt")
+
+
 def rules(ctx: RuleContext) -> list[Problem]:
     problems = []
+    root = PurePosixPath(ctx.profile.optimizations.humming.cache_dir).parent
+    if len(root.parts) < 3 or any(root == PurePosixPath(r) or PurePosixPath(r) in root.parents for r in RESERVED_MOUNTS):
+        problems.append(ctx.problem(
+            ["optimizations.humming.cache_dir"],
+            f"its parent {root} is mounted from the host kernel cache, and {root} is not a place a mount may go",
+            "use a directory at least two levels below / outside system paths, e.g. /root/.humming/cache",
+        ))
     enabled = ctx.profile.optimizations.humming.enabled
     if enabled and not ctx.image.capabilities.humming_kernels:
         problems.append(

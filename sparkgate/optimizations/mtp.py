@@ -81,11 +81,32 @@ def env(profile: Profile) -> dict[str, str]:
     return {}
 
 
+# The least accept length a profile may ask the gate for (docs/gate.md "Floors"): a healthy NEXTN draft accepts
+# about 2.7 on the calibration prompts, a broken one 1.00.
+MIN_ACCEPT_LENGTH_FLOOR = 2.0
+
+
 def rules(ctx: RuleContext) -> list[Problem]:
     problems = []
     settings = ctx.profile.optimizations.mtp
+    draft = settings.draft_model_path
+    if draft is not None and draft != ctx.profile.model.path:
+        problems.append(ctx.problem(
+            ["optimizations.mtp.draft_model_path", "model.path"],
+            f"NEXTN's draft is the checkpoint's own layer in {ctx.profile.model.path}; {draft} would load another "
+            "model that is neither mounted nor what the gate checks",
+            "remove optimizations.mtp.draft_model_path",
+        ))
     if not settings.enabled:
         return problems  # speculative flags set elsewhere: refused through OWNED_FLAGS (rules.py)
+    if settings.min_accept_length < MIN_ACCEPT_LENGTH_FLOOR:
+        problems.append(ctx.problem(
+            ["optimizations.mtp.min_accept_length"],
+            f"{settings.min_accept_length} is below the gate's minimum {MIN_ACCEPT_LENGTH_FLOOR}: a healthy NEXTN "
+            "draft accepts about 2.7, a broken one 1.00",
+            f"set optimizations.mtp.min_accept_length to {MIN_ACCEPT_LENGTH_FLOOR} or more (a profile may only "
+            "tighten the gate)",
+        ))
     if settings.eagle_topk == 1 and settings.num_draft_tokens != settings.num_steps + 1:
         problems.append(
             ctx.problem(
