@@ -145,3 +145,11 @@ def verify_engine(engine_url: str, *, profile: str | None = None, expectations_f
     if not verdict.passed:
         failing = ", ".join(check.name for check in verdict.failures())
         raise VerdictRefused(f"not proven: {failing}")
+
+
+def sync_checks_catalog(check: bool = False) -> None:
+    """The check catalog table in docs/checks/README.md, generated from every module's declared checks."""
+    from sparkgate.evidence import catalog
+
+    _sync(catalog.README, catalog.with_catalog(catalog.README.read_text(encoding="utf-8")), check,
+          "check catalog", "invoke checks-catalog")

@@ -88,4 +88,10 @@ def manifest(c, check=False):
     commands.sync_manifests(check)
 
 
-ns = Collection(profiles, validate, show, render, schema, render_top_level, manifest)
+@sparkgate_task("checks-catalog", help={"check": "fail instead of writing when the committed catalog is stale"})
+def checks_catalog(c, check=False):
+    """Regenerate the check catalog in docs/checks/README.md from the declared checks of every module."""
+    commands.sync_checks_catalog(check)
+
+
+ns = Collection(profiles, validate, show, render, schema, render_top_level, manifest, checks_catalog)
