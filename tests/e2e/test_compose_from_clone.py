@@ -72,6 +72,10 @@ def test_compose_up_build_from_a_fresh_clone_opens_the_gate(clone, tmp_path):
         assert status == 200, f"gate not open after {BUDGET_S}s (last {status}: {body}); up exit {up.poll()}; " \
                               f"log:\n{(tmp_path / 'compose-up.log').read_text()[-4000:]}"
         assert closed_seen, "the gateway never answered closed before it opened"
+        # The gateway's own admission flag follows the sentinel's /ready within its poll interval (~1 s).
+        follow = time.monotonic() + 15
+        while _get(f"{url}/v1/models")[0] != 200 and time.monotonic() < follow:
+            time.sleep(0.25)
         status, reply = _get(f"{url}/v1/chat/completions", {
             "model": MODEL, "max_tokens": 16, "messages": [{"role": "user", "content": "What is 2 + 3?"}],
         })
