@@ -20,6 +20,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from sparkgate import admin_key, atomic, defaults, expectations, gateway_routes
 from sparkgate import sglang_flags as F
+from sparkgate.errors import Refusal
 from sparkgate.images import load_lock
 from sparkgate.paths import build_dir, templates_dir
 from sparkgate.profiles import LoadedProfile
@@ -48,6 +49,10 @@ RUNTIME_DOCKERFILE = "docker/sim.Dockerfile"
 ENGINE_DOCKERFILE = "Dockerfile"
 RUNTIME_BASE_ENV = "SPARKGATE_RUNTIME_BASE"
 BUILD_NETWORK_ENV = "SPARKGATE_BUILD_NETWORK"
+
+
+class UnpinnedBase(Refusal):
+    """A registry base the top-level compose files build on has no digest in images.lock.yaml."""
 
 
 @dataclass(frozen=True)
@@ -97,8 +102,12 @@ def runtime_build() -> dict:
     """The runtime image's build section (simulator, sentinel and gateway share the image)."""
     base = load_lock().base_images["runtime-base"]
     if not base.digest:
-        raise ValueError("images.lock.yaml base_images.runtime-base.digest is null: the top-level compose files "
-                         "pin the runtime base by digest; fill it (`invoke images.lock` says how)")
+        raise UnpinnedBase(
+            f"images.lock.yaml base_images.runtime-base.digest: observed null, expected sha256:<64 hex> for "
+            f"{base.ref}: the top-level compose files pull the runtime base by digest only. Fix: run "
+            "`invoke images.lock` on a host that can pull, write the digest into images.lock.yaml and "
+            "docker/sim.Dockerfile's ARG BASE_IMAGE, then `invoke render-top-level`"
+        )
     return {
         "context": ".",
         "dockerfile": RUNTIME_DOCKERFILE,

@@ -269,3 +269,20 @@ def test_sim_override_merges_into_the_sim_render(repo, tmp_path):
     assert merged["services"] == expected["services"]
     assert merged["configs"] == expected["configs"]
     assert "deploy" not in merged["services"]["engine"] and "ipc" not in merged["services"]["engine"]
+
+
+def test_top_level_render_refuses_an_unpinned_runtime_base(monkeypatch):
+    """No digest, no top-level compose file: it would otherwise build on whatever the tag points at today."""
+    from sparkgate.errors import Refusal
+
+    lock = load_lock()
+    base = lock.base_images["runtime-base"].model_copy(update={"digest": None})
+    unpinned = lock.model_copy(update={"base_images": {**lock.base_images, "runtime-base": base}})
+    monkeypatch.setattr(render, "load_lock", lambda: unpinned)
+    with pytest.raises(Refusal) as refused:
+        render.top_level_files(profiles.load("all-three"))
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "base_images.runtime-base.digest: observed null" in message and "Fix: run `invoke images.lock`" in message
+    # Per-deploy renders build nothing, so they do not need the pin.
+    assert render.render_files(profiles.load("all-three"), render.RenderOptions(target="sim"))["compose.yaml"]
