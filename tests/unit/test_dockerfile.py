@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sparkgate.images import load_lock
 from sparkgate import image_build as image_tasks
+from sparkgate.images import load_lock
 
 REPO = Path(__file__).resolve().parents[2]
 SPARK_DOCKERFILE = REPO / "Dockerfile"
