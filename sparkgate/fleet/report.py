@@ -102,8 +102,9 @@ def table(report: dict, title: str) -> Table:
                    "failing checks"):
         grid.add_column(column)
     for row in report["hosts"]:
-        image = row["image"] or "-"
-        grid.add_row(row["host"], row["profile"] or "-", image.split(":")[-1][:12] if image != "-" else "-",
+        # Short image IDs (12 hex, as `docker images` prints them) of every image the release runs.
+        image = " ".join(sorted(i.split(":")[-1][:12] for i in row["image_ids"].values())) or "-"
+        grid.add_row(row["host"], row["profile"] or "-", image,
                      row["gate"] or "-", _cell(row["accept_length"]), _cell(row["decode_tok_s"]),
                      _cell(row["time_to_admit_s"]), row["outcome"], ", ".join(row["failing_checks"]) or "-")
     return grid
