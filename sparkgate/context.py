@@ -28,5 +28,5 @@ class RuleContext:
         fields = tuple(dict.fromkeys(fields))
         files = [self.file_of(f) for f in fields]
         primary = self.source if self.source in files else files[0]
-        shown = tuple(f if file == primary else f"{f} (from {file})" for f, file in zip(fields, files))
+        shown = tuple(f if file == primary else f"{f} (from {file})" for f, file in zip(fields, files, strict=True))
         return Problem(primary, shown, message, fix)

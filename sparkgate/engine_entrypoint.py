@@ -119,18 +119,13 @@ def run(launcher: str, log_file: Path | None, argv: list[str], admin_dir: Path =
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, forward)
-    sink = open(log_file, "ab", buffering=0) if log_file is not None else None
-    try:
+    with open(log_file if log_file is not None else os.devnull, "ab", buffering=0) as sink:
         assert child.stdout is not None
         for line in iter(child.stdout.readline, b""):
             clean = redact_line(line, key)
             sys.stdout.buffer.write(clean)
             sys.stdout.buffer.flush()
-            if sink is not None:
-                sink.write(clean)
-    finally:
-        if sink is not None:
-            sink.close()
+            sink.write(clean)
     code = child.wait()
     # Killed by a signal (e.g. the OOM killer): report it as a shell would (128 + signal), not 256 - n.
     return 128 - code if code < 0 else code

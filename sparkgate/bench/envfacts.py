@@ -77,4 +77,4 @@ def host_facts() -> dict:
 
 
 def now_utc() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

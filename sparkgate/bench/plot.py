@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from sparkgate import atomic
-from sparkgate.bench.published import BROKEN_DRAFT, PUBLISHED
 from sparkgate.bench.comparison import REGRESSION, Comparison
+from sparkgate.bench.published import BROKEN_DRAFT, PUBLISHED
 
 
 def render_png(comparison: Comparison, path: Path) -> Path:

@@ -12,6 +12,7 @@ from sparkgate.bench import plot, runs, stats
 from sparkgate.bench.comparison import DEFAULT_MIN_ACCEPT, REGRESSION, Comparison, Row
 from sparkgate.bench.published import BROKEN_DRAFT, PUBLISHED
 
+
 def _pct(value: float | None, reference: float | None) -> float | None:
     if value is None or not reference:
         return None

@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
 from sparkgate.errors import Refusal
 
 SPARK_BANDWIDTH_GB_S = 273.0

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from sparkgate.bench import envfacts, floor, harness, roofline, runs, stats, workloads
 from sparkgate.bench.published import PUBLISHED
-from sparkgate.paths import build_dir
 from sparkgate.errors import Refusal
+from sparkgate.paths import build_dir
 
 
 class BenchError(Refusal, RuntimeError):
@@ -249,8 +249,14 @@ class _Progress:
 
     def __enter__(self) -> _Progress:
         if self.enabled:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
             self._progress = Progress(TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                                       TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[status]}"))

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkgate import atomic
-from sparkgate.paths import build_dir
 from sparkgate.errors import Refusal
+from sparkgate.paths import build_dir
 
 SUMMARY = "summary.json"
 REQUESTS = "requests.jsonl"

@@ -9,18 +9,18 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from sparkgate import atomic, profiles, render
 from sparkgate.deploy import docker_cli, preflight
+from sparkgate.errors import Refusal
 from sparkgate.evidence.client import fetch_json
 from sparkgate.images import load_lock
 from sparkgate.paths import build_dir, repo_root
 from sparkgate.phases import current_phase
 from sparkgate.render import write_file_atomically
-from sparkgate.errors import Refusal
 
 SPARK_START_BUDGET_S = 20 * 60  # cold start is ~8 min; graphs + JIT can add more on a first run
 SIM_START_BUDGET_S = 5 * 60

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
-import re
 from dataclasses import dataclass
 from pathlib import Path
 

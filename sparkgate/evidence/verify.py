@@ -76,7 +76,7 @@ def verify(
     verdict = Verdict(
         profile=expectations["profile"],
         engine_url=engine_url,
-        time=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        time=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         checks=run_checks(evidence),
         engine={
             # The verified configuration clients may see (/sparkgate/verdict): /server_info itself is not routed

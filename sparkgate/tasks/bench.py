@@ -8,9 +8,8 @@ from pathlib import Path
 
 from invoke import Collection, Exit
 
-from sparkgate.tasks.common import require, sparkgate_task
-
 from sparkgate.problems import ProfileError
+from sparkgate.tasks.common import require, sparkgate_task
 
 
 @sparkgate_task(

@@ -5,28 +5,36 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 from invoke import Collection, Exit, task
 
 PYTEST_NO_TESTS = 5
+REPO = Path(__file__).resolve().parents[2]
 
 
 @task(
     help={
         "marker": "pytest -m expression, e.g. 'not docker' for a machine without Docker",
         "path": "test path (default: tests)",
-        "dry_run": "print the pytest command without running it",
+        "dry_run": "print the commands without running them",
+        "no_lint": "skip ruff (the lint runs first otherwise)",
     }
 )
-def test(c, marker="", path="tests", dry_run=False):
-    """Run the whole test suite (unit, simulator, probe, Docker end-to-end). Exit non-zero on any failure,
-    including pytest's 'no tests ran'."""
+def test(c, marker="", path="tests", dry_run=False, no_lint=False):
+    """Lint (ruff), then run the whole test suite (unit, simulator, probe, Docker end-to-end). Exit non-zero on
+    any failure, including pytest's 'no tests ran'."""
+    lint = [sys.executable, "-m", "ruff", "check", "--no-cache", "."]
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", path]
     if marker:
         argv += ["-m", marker]
+    if not no_lint:
+        print(shlex.join(lint), flush=True)
     print(shlex.join(argv), flush=True)
     if dry_run:
         return
+    if not no_lint and subprocess.call(lint, cwd=REPO):
+        raise Exit("ruff found problems (above); `ruff check --fix .` fixes the mechanical ones", code=1)
     if "not docker" not in marker:  # the suite includes the Docker end-to-end tests: make sure their image exists
         from sparkgate.image_build import ensure_runtime_image
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparkgate.bench import runs
 from sparkgate.bench import run as bench_run
+from sparkgate.bench import runs
 from sparkgate.deploy import preflight
 from tests.e2e.conftest import E2E_SCALE
 

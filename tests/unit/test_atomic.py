@@ -137,8 +137,7 @@ def test_exchange_swaps_two_directories(tmp_path):
 def test_replacing_removes_the_temp_file_on_failure(tmp_path):
     target = tmp_path / "out.png"
     target.write_text("old")
-    with pytest.raises(RuntimeError):
-        with atomic.replacing(target) as temp:
-            temp.write_text("half")
-            raise RuntimeError("plot failed")
+    with pytest.raises(RuntimeError), atomic.replacing(target) as temp:
+        temp.write_text("half")
+        raise RuntimeError("plot failed")
     assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["out.png"]

@@ -97,7 +97,7 @@ def noop_profile(noop_registered, tmp_path):
 def test_every_module_exposes_the_whole_contract(key):
     module = REGISTRY[key]
     assert [name for name in CONTRACT if not hasattr(module, name)] == []
-    assert module.KEY == key and module.CHECKS and all(name.startswith((f"{key}.", "sentinel.")) for name in module.CHECKS)
+    assert key == module.KEY and module.CHECKS and all(name.startswith((f"{key}.", "sentinel.")) for name in module.CHECKS)
     assert (catalog.README.parent / module.DOCS).is_file()
 
 

@@ -51,7 +51,7 @@ def test_all_three_is_the_optimized_launch():
     assert flag_value(plan.argv, F.MOE_RUNNER_BACKEND) == "humming"
     position = plan.argv.index(F.SPECULATIVE_ALGORITHM)
     assert list(plan.argv[position : position + 2]) == NEXTN[:2]
-    for flag, value in zip(NEXTN[::2], NEXTN[1::2]):
+    for flag, value in zip(NEXTN[::2], NEXTN[1::2], strict=True):
         assert flag_value(plan.argv, flag) == value
     assert flag_value(plan.argv, F.SPECULATIVE_DRAFT_MODEL_PATH) == flag_value(plan.argv, F.MODEL_PATH)
     assert F.ENABLE_FP32_LM_HEAD not in plan.argv

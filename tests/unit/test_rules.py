@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from pydantic import ValidationError
 
 from sparkgate import profiles
 from sparkgate.problems import ProfileError
@@ -113,7 +114,7 @@ def test_list_values_replace_not_concatenate(tmp_path):
 
 def test_model_is_frozen():
     loaded = profiles.load("baseline")
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         loaded.profile.name = "x"  # type: ignore[misc]
 
 

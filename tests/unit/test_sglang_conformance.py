@@ -13,7 +13,7 @@ import importlib.util
 import pkgutil
 import re
 import string
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import pytest
@@ -77,7 +77,7 @@ class _Strings(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-@lru_cache(maxsize=None)
+@cache
 def scan(relative: str) -> _Strings:
     visitor = _Strings()
     visitor.visit(ast.parse(source_path(relative).read_text(encoding="utf-8"), filename=relative))
@@ -239,9 +239,9 @@ def test_absence_check_finds_what_stock_has():
 
 
 def test_fork_module_lists_exactly_the_fixture_fork_only_entries():
-    assert fork.FORK_ONLY_ENV == conformance.fork_only_of_kind("env")
-    assert fork.FP8_LM_HEAD_LOG == conformance.fork_only("fp8_lm_head_log")
-    assert fork.FP8_LM_HEAD_SCALE_ATTR == conformance.fork_only("fp8_lm_head_weight_scale")
+    assert conformance.fork_only_of_kind("env") == fork.FORK_ONLY_ENV
+    assert conformance.fork_only("fp8_lm_head_log") == fork.FP8_LM_HEAD_LOG
+    assert conformance.fork_only("fp8_lm_head_weight_scale") == fork.FP8_LM_HEAD_SCALE_ATTR
 
 
 def test_probe_literals_match_the_fixture():

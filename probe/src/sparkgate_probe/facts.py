@@ -7,7 +7,8 @@ arguments so they stay independent of how SGLang is imported.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 # FP8 LM heads carry their per-channel/per-tensor scale under one of these
 # names (ModelOpt-style heads use ``weight_scale``, block-FP8 heads
@@ -15,7 +16,7 @@ from typing import Any, Dict, Iterable, Optional
 SCALE_ATTRS = ("weight_scale", "weight_scale_inv")
 
 
-def describe_lm_head(head: Any) -> Optional[Dict[str, Any]]:
+def describe_lm_head(head: Any) -> dict[str, Any] | None:
     """The report record for one LM-head module, or None when there is no head."""
     if head is None:
         return None
@@ -34,7 +35,7 @@ def describe_lm_head(head: Any) -> Optional[Dict[str, Any]]:
     }
 
 
-def weight_ptr(head: Any) -> Optional[int]:
+def weight_ptr(head: Any) -> int | None:
     """Address of the head's weight storage; None when it has none.
 
     A zero pointer (meta or empty tensor) is reported as None so that two
@@ -55,9 +56,9 @@ def moe_layer_key(layer: Any) -> str:
     return f"{type(quant_method).__name__}/{backend_name}"
 
 
-def count_moe_layers(modules: Iterable[Any], fused_moe_cls: type) -> Dict[str, int]:
+def count_moe_layers(modules: Iterable[Any], fused_moe_cls: type) -> dict[str, int]:
     """Count FusedMoE layers by key; isinstance keeps look-alike modules out."""
-    counts: Dict[str, int] = {}
+    counts: dict[str, int] = {}
     for module in modules:
         if isinstance(module, fused_moe_cls):
             key = moe_layer_key(module)
@@ -65,7 +66,7 @@ def count_moe_layers(modules: Iterable[Any], fused_moe_cls: type) -> Dict[str, i
     return dict(sorted(counts.items()))
 
 
-def describe_model(model: Any, lm_head: Any, fused_moe_cls: type) -> Dict[str, Any]:
+def describe_model(model: Any, lm_head: Any, fused_moe_cls: type) -> dict[str, Any]:
     """The per-role record: model class, LM head and MoE layer census."""
     return {
         "model_class": type(model).__name__,
@@ -74,7 +75,7 @@ def describe_model(model: Any, lm_head: Any, fused_moe_cls: type) -> Dict[str, A
     }
 
 
-def lm_head_sharing(target_head: Any, draft_head: Any) -> Dict[str, bool]:
+def lm_head_sharing(target_head: Any, draft_head: Any) -> dict[str, bool]:
     """Whether the draft uses the target's head module, or only its weight tensor.
 
     Module sharing is what makes a quantized head work for the draft: sharing

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 import pkgutil
-from typing import Any, Callable, Dict
+from collections.abc import Callable
+from typing import Any
 
 from sparkgate_probe import facts
 from sparkgate_probe.report import LOG_PREFIX, REPORT, log_error, log_fact, logger
@@ -115,14 +116,14 @@ GET_INTERNAL_STATE = (
 
 # Dotted SGLang target -> AFTER hook. Names are checked against the pinned
 # sglang by tests/unit/probe, so a rename upstream fails CI, not the gate.
-HOOK_TARGETS: Dict[str, Callable[..., None]] = {
+HOOK_TARGETS: dict[str, Callable[..., None]] = {
     LOAD_MODEL: after_load_model,
     INIT_LM_HEAD: after_init_lm_head,
     GET_INTERNAL_STATE: after_get_internal_state,
 }
 
 
-def attached_hooks() -> Dict[str, bool]:
+def attached_hooks() -> dict[str, bool]:
     """Per target: did SGLang apply the hooks, and is the live attribute a wrapper?"""
     from sglang.srt.plugins.hook_registry import HookRegistry
 

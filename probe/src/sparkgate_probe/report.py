@@ -12,7 +12,7 @@ import copy
 import json
 import logging
 import threading
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 # Version of the report *format*; bump when a key changes meaning.
 PROBE_VERSION = 1
@@ -50,11 +50,11 @@ class EngagementReport:
     def clear(self) -> None:
         """Forget everything (a fresh process state; used by tests)."""
         with self._lock:
-            self._roles: Dict[str, Optional[Dict[str, Any]]] = {r: None for r in ROLES}
-            self._sharing: Optional[Dict[str, bool]] = None
-            self._registered: List[str] = []
-            self._called: List[str] = []
-            self._errors: List[str] = []
+            self._roles: dict[str, dict[str, Any] | None] = {r: None for r in ROLES}
+            self._sharing: dict[str, bool] | None = None
+            self._registered: list[str] = []
+            self._called: list[str] = []
+            self._errors: list[str] = []
             self._errors_dropped = 0
 
     def note_registered(self, target: str) -> None:
@@ -68,13 +68,13 @@ class EngagementReport:
             if event not in self._called:
                 self._called.append(event)
 
-    def record_role(self, role: str, record: Dict[str, Any]) -> None:
+    def record_role(self, role: str, record: dict[str, Any]) -> None:
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r}")
         with self._lock:
             self._roles[role] = copy.deepcopy(record)
 
-    def record_sharing(self, sharing: Dict[str, bool]) -> None:
+    def record_sharing(self, sharing: dict[str, bool]) -> None:
         with self._lock:
             self._sharing = dict(sharing)
 
@@ -85,10 +85,10 @@ class EngagementReport:
             else:
                 self._errors_dropped += 1
 
-    def snapshot(self, hooks_attached: Optional[Dict[str, bool]] = None) -> Dict[str, Any]:
+    def snapshot(self, hooks_attached: dict[str, bool] | None = None) -> dict[str, Any]:
         """A deep copy of the report in its published shape."""
         with self._lock:
-            report: Dict[str, Any] = {
+            report: dict[str, Any] = {
                 "probe_version": PROBE_VERSION,
                 "target": self._roles["target"],
                 "draft": self._roles["draft"],

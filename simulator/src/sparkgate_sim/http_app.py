@@ -366,8 +366,8 @@ def _rid() -> str:
 
 def _last(chunks):
     final = None
-    for final in chunks:
-        pass
+    for chunk in chunks:
+        final = chunk
     return final
 
 

@@ -96,7 +96,7 @@ class Histogram(_Metric):
     def render(self) -> list[str]:
         lines = []
         for key, (counts, total) in self.samples.items():  # type: ignore[misc]
-            for bound, count in zip(self.buckets, counts):
+            for bound, count in zip(self.buckets, counts, strict=True):
                 le = "+Inf" if math.isinf(bound) else repr(float(bound))
                 lines.append(f"{self.name}_bucket{_fmt_labels(key, (('le', le),))} {float(count)!r}")
             lines.append(f"{self.name}_count{_fmt_labels(key)} {float(counts[-1])!r}")

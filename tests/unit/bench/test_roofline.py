@@ -40,8 +40,8 @@ def test_hand_counts():
     assert MLA_LAYER == 31_965_184 and KDA_LAYER == 62_996_480
     assert HEAD_PARAMS == 402_391_040
     # LM head: 0.805 GB in BF16, 0.402 GB in FP8
-    assert HEAD_PARAMS * 2 / 1e9 == pytest.approx(0.805, abs=5e-4)
-    assert HEAD_PARAMS * 1 / 1e9 == pytest.approx(0.402, abs=5e-4)
+    assert pytest.approx(0.805, abs=5e-4) == HEAD_PARAMS * 2 / 1e9
+    assert pytest.approx(0.402, abs=5e-4) == HEAD_PARAMS * 1 / 1e9
 
 
 def test_fixture_is_the_reference_shape_and_5_1b_active():

@@ -58,6 +58,7 @@ class PluginSandbox:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         import sglang.srt.plugins as plugins
         from sglang.srt.plugins.hook_registry import HookRegistry
+
         from sparkgate_probe.plugin import HOOK_TARGETS
 
         self._monkeypatch = monkeypatch

@@ -6,11 +6,10 @@ import pytest
 
 pytestmark = pytest.mark.sglang
 import sglang  # noqa: E402,F401 - needs sglang==0.5.23 (requirements/sglang-cpu.txt); missing is an error, never a skip
-
 import torch  # noqa: E402
 from sglang.srt.layers.moe.fused_moe_triton.layer import FusedMoE  # noqa: E402
-from sparkgate_probe import facts  # noqa: E402
 
+from sparkgate_probe import facts  # noqa: E402
 from tests.unit.probe import tiny_models as tm  # noqa: E402
 
 

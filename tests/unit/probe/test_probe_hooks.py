@@ -19,17 +19,16 @@ from types import SimpleNamespace
 import pytest
 
 pytestmark = pytest.mark.sglang
-import sglang  # noqa: E402,F401 - needs sglang==0.5.23 (requirements/sglang-cpu.txt); missing is an error, never a skip
-
 import msgspec  # noqa: E402
+import sglang  # noqa: E402,F401 - needs sglang==0.5.23 (requirements/sglang-cpu.txt); missing is an error, never a skip
 from sglang.srt.managers.io_struct import GetInternalStateReq, GetInternalStateReqOutput  # noqa: E402
 from sglang.srt.managers.scheduler_components.internal_state import SchedulerInternalStateController  # noqa: E402
 from sglang.srt.model_executor.model_runner import ModelRunner  # noqa: E402
 from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker  # noqa: E402
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
+
 from sparkgate_probe import hooks  # noqa: E402
 from sparkgate_probe.plugin import HOOK_TARGETS, LOAD_MODEL  # noqa: E402
-
 from tests.unit.probe import tiny_models as tm  # noqa: E402
 
 HUMMING = {"HummingMoEMethod/humming": 3}

@@ -12,7 +12,6 @@ pytestmark = pytest.mark.sglang
 import sglang  # noqa: E402,F401 - needs sglang==0.5.23 (requirements/sglang-cpu.txt); missing is an error, never a skip
 
 import sparkgate_probe  # noqa: E402
-
 from tests.unit.probe.conftest import SGLANG_PIN  # noqa: E402
 
 SOURCE = Path(__file__).resolve().parents[3] / "probe" / "src" / "sparkgate_probe"

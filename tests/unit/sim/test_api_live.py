@@ -8,7 +8,6 @@ import time
 import pytest
 
 from sparkgate_sim import timing
-
 from tests.plugins.simproc import metric_total, profile_launch, speed_near
 
 PROMPT = "Question: Tom has three times as many marbles as Ann. Together they have 48. How many has Tom?"

@@ -9,7 +9,6 @@ import sys
 import pytest
 
 from sparkgate_sim import cli, knobs, resolve
-
 from tests.plugins.simproc import REPO, profile_launch
 
 SHIPPED = ["baseline", "humming", "fp8-lm-head", "humming-fp8", "mtp", "all-three"]

@@ -9,7 +9,6 @@ import pytest
 import yaml
 
 from sparkgate_sim import admin_routes, cli
-
 from tests.plugins.simproc import profile_launch
 
 KEY = "adm1n-Key_from-config"

@@ -8,7 +8,6 @@ import time
 import pytest
 
 from sparkgate_sim import faults, timing
-
 from tests.plugins.simproc import decode_speed, metric_total, speed_near
 
 PROMPT = "Question: A train travels 180 km in 2.5 hours. How far in 4 hours?"

@@ -27,7 +27,7 @@ def test_verify_step_costs_2_26_plain_steps_at_the_healthy_accept_length():
 
 
 def test_gain_split_and_ordering():
-    assert timing.HUMMING_GAIN * timing.FP8_HEAD_GAIN == pytest.approx(41.0 / 37.81)
+    assert pytest.approx(41.0 / 37.81) == timing.HUMMING_GAIN * timing.FP8_HEAD_GAIN
     assert speed() < speed(humming=True) < speed(humming=True, fp8=True) < speed(mtp=True) < speed(humming=True, fp8=True, mtp=True)
     assert speed(graphs=False) == pytest.approx(37.81 * 0.45)
     assert speed(humming=True, fp8=True, mtp=True, accept=1.2) < 37.81

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 import pytest
 
 from sparkgate_sim import timing
-
 from tests.plugins.simproc import metric_total, speed_near
 
 # Published anchors (recipe facts 1.4) and the documented model for the combinations in between.

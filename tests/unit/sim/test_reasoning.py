@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from sparkgate_sim import reasoning, textgen
-
 from tests.plugins.simproc import profile_launch
 
 PROMPT = [{"role": "user", "content": "What is 12 times 17? Answer with the number."}]

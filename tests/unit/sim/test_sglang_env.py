@@ -8,7 +8,6 @@ import warnings
 import pytest
 
 from sparkgate_sim import sglang_env
-
 from tests.plugins.simproc import profile_launch
 
 VALUES = ("on", "off", "TRUE", "True", "y", "Y", "yes", "0", "1", "n", "no", "false", "enabled", "", " 1", "2")
