@@ -18,14 +18,12 @@ from importlib import resources
 from typing import Any
 
 from sparkgate.sglang_cli import SGLANG_VERSION
+from sparkgate.sglang_flags import FALSE_STRINGS, TRUE_STRINGS, env_bool
 
 MANIFEST_RESOURCE = f"sglang-env-{SGLANG_VERSION}.json"
 ENV_PREFIX = "SGLANG_"
 LEGACY_ENV_PREFIX = "SGL_"
 
-# EnvBool.parse (sglang/srt/environ.py): lower-cased, then one of these, else ValueError -> default.
-_BOOL_TRUE = ("true", "1", "yes", "y")
-_BOOL_FALSE = ("false", "0", "no", "n")
 
 
 def generate_manifest() -> dict[str, Any]:
@@ -75,20 +73,11 @@ def suggestions(name: str, known: dict[str, str] | list[str]) -> list[str]:
     return difflib.get_close_matches(name, list(known), n=3, cutoff=0.75)
 
 
-def parse_bool(value: str) -> bool | None:
-    """SGLang's EnvBool: True/False, or None where SGLang would warn and fall back to the default."""
-    lowered = value.lower()
-    if lowered in _BOOL_TRUE:
-        return True
-    if lowered in _BOOL_FALSE:
-        return False
-    return None
-
-
 def value_problem(kind: str, value: str) -> str | None:
     """Why SGLang could not parse `value` for a field of this kind (it would warn and use the default)."""
-    if kind.startswith("EnvBool") and parse_bool(value) is None:
-        return f"SGLang's EnvBool reads only {'/'.join(_BOOL_TRUE)} or {'/'.join(_BOOL_FALSE)}, got {value!r}"
+    if kind.startswith("EnvBool") and env_bool(value) is None:
+        return (f"SGLang's EnvBool reads only {'/'.join(sorted(TRUE_STRINGS))} or {'/'.join(sorted(FALSE_STRINGS))}, "
+                f"got {value!r}")
     if kind.startswith("EnvInt"):
         try:
             int(value)

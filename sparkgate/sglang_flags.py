@@ -51,16 +51,16 @@ ENV_PREFIX = "SGLANG_"
 
 # SGLang's EnvBool (sglang/srt/environ.py) lower-cases the raw value, without stripping, and accepts exactly
 # these; anything else ("on", " 1", "") is invalid: SGLang warns and uses the variable's default.
-_TRUE_STRINGS = frozenset({"true", "1", "yes", "y"})
-_FALSE_STRINGS = frozenset({"false", "0", "no", "n"})
+TRUE_STRINGS = frozenset({"true", "1", "yes", "y"})
+FALSE_STRINGS = frozenset({"false", "0", "no", "n"})
 
 
 def env_bool(value: str) -> bool | None:
     """How SGLang's EnvBool reads `value`: True, False, or None when it rejects it (and uses the default)."""
     lowered = value.lower()
-    if lowered in _TRUE_STRINGS:
+    if lowered in TRUE_STRINGS:
         return True
-    if lowered in _FALSE_STRINGS:
+    if lowered in FALSE_STRINGS:
         return False
     return None
 
