@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sparkgate import atomic
+from sparkgate import atomic, profiles
 from sparkgate.errors import Refusal
 from sparkgate.fleet import report as report_mod
 from sparkgate.paths import build_dir, repo_root
@@ -127,6 +127,9 @@ def deploy(options: FleetOptions, say: Callable[[str], None] = print) -> dict:
     if not options.profile:
         raise FleetError("--profile is required, e.g. `invoke fleet.deploy --inventory build/fleet-lab/inventory.yaml "
                          "--profile baseline`")
+    # Bad input stops here, before any host is contacted: the profile is validated at the boundary (one line
+    # naming its file and field), exactly as a single-host deploy does.
+    profiles.load(options.profile)
     names = hosts(options.inventory, options.limit)
     directory = run_dir(options)
     for stale in ("outcomes", "status"):  # this run's records only
