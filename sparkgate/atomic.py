@@ -55,11 +55,9 @@ def replacing(path: Path, mode: int = 0o644) -> Iterator[Path]:
     _fsync_dir(path.parent)
 
 
-def replace_directory(directory: Path, files: Mapping[str, str], keep_retired: bool = False) -> Path | None:
+def replace_directory(directory: Path, files: Mapping[str, str]) -> None:
     """Make `directory` hold exactly `files` ({relative name: text}) without it ever being missing.
 
-    Returns the retired old directory when `keep_retired` is true and there was one (the caller removes
-    it, e.g. after the containers that bind-mount it are gone); otherwise removes it and returns None.
     A failure while staging leaves `directory` untouched and no temp directory behind.
     """
     directory = Path(directory)
@@ -73,23 +71,23 @@ def replace_directory(directory: Path, files: Mapping[str, str], keep_retired: b
             _fsync_file(target)
         os.chmod(staging, 0o755)  # mkdtemp makes it 0700; containers read the bundle as other users too
         _fsync_dir(staging)
-        retired = _swap_in(staging, directory)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    _fsync_dir(directory.parent)
-    if retired is None or keep_retired:
-        return retired
-    shutil.rmtree(retired, ignore_errors=True)
-    return None
+    install_directory(staging, directory)
 
 
-def retired_directories(directory: Path) -> list[Path]:
-    """Retired copies of `directory` left next to it (kept for a running stack, or after a crash)."""
-    directory = Path(directory)
-    if not directory.parent.is_dir():
-        return []
-    return sorted(p for p in directory.parent.glob(f".{directory.name}.old.*") if p.is_dir())
+def install_directory(staging: Path, directory: Path) -> None:
+    """Put the fully written `staging` (a sibling of `directory`) at `directory`, which is never missing
+    meanwhile, and remove the old one. On failure `staging` is removed and `directory` left as it was."""
+    try:
+        retired = _swap_in(Path(staging), Path(directory))
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _fsync_dir(Path(directory).parent)
+    if retired is not None:
+        shutil.rmtree(retired, ignore_errors=True)
 
 
 def _swap_in(staging: Path, directory: Path) -> Path | None:

@@ -253,20 +253,16 @@ def render_files(loaded: LoadedProfile, options: RenderOptions) -> dict[str, str
     return files
 
 
-def write_atomically(directory: Path, files: dict[str, str], keep_retired: bool = False) -> Path | None:
+def write_atomically(directory: Path, files: dict[str, str]) -> None:
     """Replace `directory` with exactly `files`; the path never goes missing (see sparkgate.atomic)."""
-    return atomic.replace_directory(directory, files, keep_retired=keep_retired)
+    atomic.replace_directory(directory, files)
 
 
-write_file_atomically = atomic.write_text_atomically
-
-
-def render(loaded: LoadedProfile, options: RenderOptions, out: Path | None = None,
-           keep_retired: bool = False) -> Path:
-    """Render into `out` atomically. With `keep_retired`, the previous bundle stays next to it (as
-    `.<name>.old.*`) for a stack that still bind-mounts it; `deploy` removes it after `compose down`."""
+def render(loaded: LoadedProfile, options: RenderOptions, out: Path | None = None) -> Path:
+    """Render into `out` atomically. A running stack is not affected: its bundle files travel inside its
+    compose.yaml as configs, copied into the containers when they were created, so nothing is bind-mounted."""
     out = out or build_dir() / loaded.profile.name
-    write_atomically(out, render_files(loaded, options), keep_retired=keep_retired)
+    write_atomically(out, render_files(loaded, options))
     return out
 
 

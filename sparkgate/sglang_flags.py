@@ -6,7 +6,7 @@ string concatenation.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 # --- flags the optimizations and rules reason about ---------------------------------------------
 MODEL_PATH = "--model-path"
@@ -120,10 +120,6 @@ def _scalar(value: object) -> str:
     if isinstance(value, float) and value.is_integer():
         return repr(value)  # keep 2.0 as "2.0", not "2"
     return str(value)
-
-
-def env_lines(env: Iterable[tuple[str, str]]) -> list[str]:
-    return [f"{key}={value}" for key, value in env]
 
 
 # --- extra_args policy: an allow-list -------------------------------------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -20,7 +19,6 @@ from sparkgate.evidence.client import fetch_json
 from sparkgate.images import load_lock
 from sparkgate.paths import build_dir, repo_root
 from sparkgate.phases import current_phase
-from sparkgate.render import write_file_atomically
 
 SPARK_START_BUDGET_S = 20 * 60  # cold start is ~8 min; graphs + JIT can add more on a first run
 SIM_START_BUDGET_S = 5 * 60
@@ -144,8 +142,8 @@ def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> Deploy
         say(f"      would run: docker compose -p {project.name} -f {project.compose_file} up -d")
         return DeployResult(False, project.name, bundle, url, "dry run: nothing started")
     try:
-        # The old bundle is kept (retired) while the old stack bind-mounts it; removed after compose down.
-        render.render(loaded, render_options, bundle, keep_retired=True)
+        # The running stack keeps serving: its containers hold copies of their configs, not the bundle directory.
+        render.render(loaded, render_options, bundle)
     except (OSError, ValueError) as exc:
         untouched = f"; the running stack {project.name} was not touched" if running else ""
         raise DeployRefused(f"render into {bundle} failed: {exc}{untouched}") from None
@@ -156,8 +154,6 @@ def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> Deploy
         say(f"      replacing the running stack {project.name}: compose down")
     # Also clears containers a refused deploy left stopped.
     project.compose("down", "--remove-orphans", "-t", "10", check=False)
-    for retired in atomic.retired_directories(bundle):
-        shutil.rmtree(retired, ignore_errors=True)
     if running and options.target == "spark":
         # The old engine's unified memory is released over tens of seconds after it stops.
         memory = _wait_for_memory(say)
@@ -286,7 +282,7 @@ def _write_record(options, project, bundle, images, result: DeployResult) -> Pat
         "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     path = bundle / "deploy-record.json"
-    write_file_atomically(path, json.dumps(record, indent=1, default=str) + "\n")
+    atomic.write_text_atomically(path, json.dumps(record, indent=1, default=str) + "\n")
     return path
 
 

@@ -47,6 +47,6 @@ def print_verdict(verdict: Verdict, console: Console) -> None:
 
 
 def write_json(verdict: Verdict, path: Path) -> None:
-    from sparkgate.render import write_file_atomically
+    from sparkgate.atomic import write_text_atomically
 
-    write_file_atomically(path, json.dumps(verdict.as_dict(), indent=1, default=str) + "\n")
+    write_text_atomically(path, json.dumps(verdict.as_dict(), indent=1, default=str) + "\n")

@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from sparkgate import atomic
 from sparkgate.deploy import docker_cli
 from sparkgate.errors import Refusal
 from sparkgate.fleet import release as release_mod
@@ -72,13 +73,7 @@ def export(options: release_mod.ReleaseOptions, say: Callable[[str], None] = pri
         (staging / MANIFEST).write_text(manifest_text(staging), encoding="utf-8")
         for path in [staging, *staging.rglob("*")]:
             os.chmod(path, 0o755 if path.is_dir() else 0o644)
-        if out.exists():
-            retired = out.parent / f".{out.name}.old-{os.getpid()}"
-            os.replace(out, retired)
-            os.replace(staging, out)
-            shutil.rmtree(retired, ignore_errors=True)
-        else:
-            os.replace(staging, out)
+        atomic.install_directory(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     say(f"exported {rendered['release']} ({options.target}) to {out}: images.tar, bundle/, release.json, "

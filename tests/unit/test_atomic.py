@@ -83,17 +83,15 @@ def test_file_never_missing_nor_half_written_during_many_rewrites(tmp_path):
     assert oct((directory / "payload.txt").stat().st_mode)[-3:] == "644"
 
 
-def test_keep_retired_preserves_the_old_directory_for_its_mounts(tmp_path):
-    bundle = tmp_path / "bundle"
-    atomic.replace_directory(bundle, _payload(1))
-    inode = bundle.stat().st_ino
-    retired = atomic.replace_directory(bundle, _payload(2), keep_retired=True)
-    assert retired is not None and atomic.retired_directories(bundle) == [retired]
-    # The old directory object itself (what a bind mount holds) still has the old files.
-    (old,) = [p for p in retired.iterdir()]
-    assert old.stat().st_ino == inode and (old / "payload.txt").read_text() == _payload(1)["payload.txt"]
-    assert (bundle / "payload.txt").read_text() == _payload(2)["payload.txt"]
-    assert bundle.stat().st_ino != inode
+def test_install_directory_replaces_an_existing_export_and_removes_the_old_one(tmp_path):
+    out = tmp_path / "export"
+    atomic.replace_directory(out, _payload(1))
+    staging = tmp_path / ".export.partial"
+    staging.mkdir()
+    (staging / "payload.txt").write_text(_payload(2)["payload.txt"])
+    atomic.install_directory(staging, out)
+    assert (out / "payload.txt").read_text() == _payload(2)["payload.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"], "old directory or staging left behind"
 
 
 def test_exchange_refused_by_the_filesystem_falls_back_to_two_renames(tmp_path, monkeypatch):
