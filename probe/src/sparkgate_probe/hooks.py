@@ -1,4 +1,4 @@
-"""The three AFTER hooks SGLang runs for the probe.
+"""The AFTER hooks SGLang runs for the probe.
 
 HookRegistry calls an AFTER hook as ``hook(result, self, *args, **kwargs)``
 and replaces the method's result with any non-None return value, so every
@@ -64,22 +64,14 @@ def after_load_model(result: Any, runner: Any, *args: Any, **kwargs: Any) -> Non
     log_fact("load_model", role=role, **record)
 
 
-@never_raise("init_lm_head")
-def after_init_lm_head(result: Any, worker: Any, *args: Any, **kwargs: Any) -> None:
-    """Check whether the draft now uses the target's LM-head module.
-
-    The share happens here, after both load_model calls, so the per-role
-    records are refreshed too: the draft's head may have been replaced.
-    """
-    REPORT.note_called("init_lm_head")
+def _record_sharing(event: str, target_model: Any, draft_model: Any) -> None:
+    """Whether the draft now projects through the target's LM-head module, and both role records again:
+    the share happens after both load_model calls, so the draft's head may just have been replaced."""
     from sglang.srt.lora.layers import unwrap_lora_layer
 
-    target_model = worker.target_worker.model_runner.model
-    draft_model = worker.draft_runner.model
-    # Same unwrapping init_lm_head applies before it shares the module.
+    # The same unwrapping SGLang applies to the target's head before it hands it to the draft.
     target_head = unwrap_lora_layer(getattr(target_model, "lm_head", None))
     draft_head = getattr(draft_model, "lm_head", None)
-
     sharing = facts.lm_head_sharing(target_head, draft_head)
     REPORT.record_sharing(sharing)
     fused_moe_cls = _fused_moe_class()
@@ -87,12 +79,27 @@ def after_init_lm_head(result: Any, worker: Any, *args: Any, **kwargs: Any) -> N
     draft = facts.describe_model(draft_model, draft_head, fused_moe_cls)
     REPORT.record_role("target", target)
     REPORT.record_role("draft", draft)
-    log_fact(
-        "init_lm_head",
-        lm_head_sharing=sharing,
-        target_lm_head=target["lm_head"],
-        draft_lm_head=draft["lm_head"],
-    )
+    log_fact(event, lm_head_sharing=sharing, target_lm_head=target["lm_head"], draft_lm_head=draft["lm_head"])
+
+
+@never_raise("init_lm_head")
+def after_init_lm_head(result: Any, worker: Any, *args: Any, **kwargs: Any) -> None:
+    """EAGLE/NEXTN: the draft worker has taken (or not) the target's embedding and head."""
+    REPORT.note_called("init_lm_head")
+    _record_sharing("init_lm_head", worker.target_worker.model_runner.model, worker.draft_runner.model)
+
+
+@never_raise("dspark_worker_init")
+def after_dspark_worker_init(result: Any, worker: Any, *args: Any, **kwargs: Any) -> None:
+    """DSpark: DSparkWorkerV2.__init__ has loaded the drafter and either attached the target's embedding and
+    LM head (attach_shared_modules) or kept the drafter's checkpoint-local ones. Either way the record says
+    which, read from the live modules rather than from the branch SGLang took."""
+    REPORT.note_called("dspark_worker_init")
+    draft_model = getattr(worker, "draft_model", None)
+    if draft_model is None:
+        # Pipeline stages other than the last host no draft; at pp 1 this means the draft never loaded.
+        raise ProbeError("DSparkWorkerV2 has no draft_model after __init__")
+    _record_sharing("dspark_worker_init", worker.target_worker.model_runner.model, draft_model)
 
 
 @never_raise("get_internal_state")
@@ -109,6 +116,7 @@ def after_get_internal_state(result: Any, controller: Any, *args: Any, **kwargs:
 # registers the table) imports this module and nothing here imports plugin.py.
 LOAD_MODEL = "sglang.srt.model_executor.model_runner.ModelRunner.load_model"
 INIT_LM_HEAD = "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker.init_lm_head"
+DSPARK_WORKER_INIT = "sglang.srt.speculative.dspark_components.dspark_worker_v2.DSparkWorkerV2.__init__"
 GET_INTERNAL_STATE = (
     "sglang.srt.managers.scheduler_components.internal_state."
     "SchedulerInternalStateController.get_internal_state"
@@ -119,6 +127,7 @@ GET_INTERNAL_STATE = (
 HOOK_TARGETS: dict[str, Callable[..., None]] = {
     LOAD_MODEL: after_load_model,
     INIT_LM_HEAD: after_init_lm_head,
+    DSPARK_WORKER_INIT: after_dspark_worker_init,
     GET_INTERNAL_STATE: after_get_internal_state,
 }
 

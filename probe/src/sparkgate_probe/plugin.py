@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from sparkgate_probe import hooks  # noqa: F401 - plugin.hooks is part of the module's surface
 from sparkgate_probe.hooks import (  # noqa: F401 - re-exported: the table and its report
+    DSPARK_WORKER_INIT,
     GET_INTERNAL_STATE,
     HOOK_TARGETS,
     INIT_LM_HEAD,

@@ -20,11 +20,12 @@ from sparkgate_probe.plugin import HOOK_TARGETS, attached_hooks  # noqa: E402
 TARGETS = sorted(HOOK_TARGETS)
 
 
-def test_the_three_documented_targets_are_hooked():
+def test_the_four_documented_targets_are_hooked():
     assert sorted(
         [
             "sglang.srt.model_executor.model_runner.ModelRunner.load_model",
             "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker.init_lm_head",
+            "sglang.srt.speculative.dspark_components.dspark_worker_v2.DSparkWorkerV2.__init__",
             "sglang.srt.managers.scheduler_components.internal_state.SchedulerInternalStateController.get_internal_state",
         ]
     ) == TARGETS
@@ -38,6 +39,17 @@ def test_target_resolves_to_a_plain_method_of_a_class(target):
     # A plain function in the class dict: HookRegistry wraps it with its AFTER wrapper as-is.
     assert inspect.isfunction(owner.__dict__[attr])
     assert pkgutil.resolve_name(target) is owner.__dict__[attr]
+
+
+def test_dspark_worker_still_exposes_what_the_hook_reads():
+    """The DSpark hook reads worker.target_worker (BaseSpecWorker's property) and worker.draft_model, which
+    __init__ sets before it shares (or keeps) the drafter's LM head."""
+    from sglang.srt.speculative.dspark_components.dspark_worker_v2 import DSparkWorkerV2
+
+    assert isinstance(inspect.getattr_static(DSparkWorkerV2, "target_worker"), property)
+    init_source = inspect.getsource(DSparkWorkerV2.__init__)
+    assert "self.draft_model = " in init_source
+    assert "attach_shared_modules(" in init_source
 
 
 def test_model_runner_still_tells_target_from_draft():

@@ -216,3 +216,86 @@ def test_init_lm_head_hook_failure_is_reported(report):
     assert snapshot["hooks_called"] == ["init_lm_head"]
     assert snapshot["lm_head_sharing"] is None
     assert snapshot["errors"][0].startswith("init_lm_head: AttributeError:")
+
+
+# --- DSpark: the hook on DSparkWorkerV2.__init__ ---------------------------------------------------
+
+
+def make_stand_in_dspark_init(share: bool):
+    """What DSparkWorkerV2.__init__ does that the hook depends on (its real body builds draft TP workers on a
+    GPU): keep the target worker, load the drafter into self.draft_model, then either hand it the target's
+    embedding and head through the drafter's real attach_shared_modules, or keep its checkpoint-local ones."""
+    from sglang.srt.lora.layers import unwrap_lora_layer
+
+    def __init__(self, target_worker, draft_model):
+        self._target_worker = target_worker
+        self.draft_model = draft_model
+        if share:
+            target_model = target_worker.model_runner.model
+            draft_model.attach_shared_modules(
+                embed_tokens=target_model.model.word_embeddings, lm_head=unwrap_lora_layer(target_model.lm_head)
+            )
+
+    return __init__
+
+
+def tiny_dspark_draft(own_head=None):
+    """A real LingDSparkModel object without its checkpoint (only the attributes attach_shared_modules reads)."""
+    from sglang.srt.models.dspark import LingDSparkModel
+    from torch import nn
+
+    draft = LingDSparkModel.__new__(LingDSparkModel)
+    nn.Module.__init__(draft)
+    draft.is_nemotron_35_draft = False
+    draft.lm_head = own_head
+    return draft
+
+
+def start_dspark_engine(sandbox, target_model, draft_model, share: bool):
+    from sglang.srt.speculative.dspark_components.dspark_worker_v2 import DSparkWorkerV2
+
+    from sparkgate_probe.plugin import DSPARK_WORKER_INIT
+
+    sandbox.replace_original(LOAD_MODEL, make_stand_in_load_model())
+    sandbox.replace_original(DSPARK_WORKER_INIT, make_stand_in_dspark_init(share))
+    sandbox.load_plugins("engagement_probe")
+    runner(target_model, False).load_model()
+    runner(draft_model, True).load_model()
+    target_worker = SimpleNamespace(model_runner=SimpleNamespace(model=target_model))
+    return DSparkWorkerV2(target_worker, draft_model)
+
+
+def test_dspark_draft_projecting_through_the_target_fp8_head_is_proven(sandbox, cpu_runtime_context):
+    target = tm.TinyLingTarget(tm.fp8_lm_head(), [tm.humming_moe_layer(i) for i in range(3)])
+    draft = tiny_dspark_draft()
+    start_dspark_engine(sandbox, target, draft, share=True)
+    assert draft.lm_head is target.lm_head  # the drafter's real attach_shared_modules ran
+
+    engagement = server_info_engagement()
+    assert engagement["draft"] == {"model_class": "LingDSparkModel", "lm_head": FP8_HEAD, "moe_layers": {}}
+    assert engagement["lm_head_sharing"] == {"module_shared": True, "weight_shared": True}
+    assert engagement["hooks_called"] == [
+        "load_model/target", "load_model/draft", "dspark_worker_init", "get_internal_state",
+    ]
+    assert engagement["errors"] == []
+
+
+def test_dspark_draft_keeping_its_own_head_is_visible(sandbox, cpu_runtime_context):
+    # "DSpark draft uses its checkpoint-local embedding and LM head": the FP8 target head is bypassed.
+    target = tm.TinyLingTarget(tm.fp8_lm_head(), [tm.humming_moe_layer(0)])
+    draft = tiny_dspark_draft(own_head=tm.bf16_lm_head())
+    start_dspark_engine(sandbox, target, draft, share=False)
+
+    engagement = server_info_engagement()
+    assert engagement["lm_head_sharing"] == {"module_shared": False, "weight_shared": False}
+    assert engagement["draft"]["lm_head"]["weight_dtype"] == "torch.bfloat16"
+    assert engagement["target"]["lm_head"] == FP8_HEAD
+
+
+def test_dspark_worker_without_a_draft_is_an_error_not_a_pass(report):
+    worker = SimpleNamespace(target_worker=SimpleNamespace(model_runner=SimpleNamespace(model=object())))
+    assert hooks.after_dspark_worker_init(None, worker) is None
+    snapshot = report.snapshot()
+    assert snapshot["lm_head_sharing"] is None
+    assert snapshot["draft"] is None
+    assert snapshot["errors"] == ["dspark_worker_init: ProbeError: DSparkWorkerV2 has no draft_model after __init__"]
