@@ -15,7 +15,9 @@ from pathlib import Path
 from sparkgate import atomic, profiles, render
 from sparkgate.deploy import docker_cli, preflight
 from sparkgate.errors import Refusal
+from sparkgate.evidence import startup
 from sparkgate.evidence.client import fetch_json
+from sparkgate.evidence.logs import EngineLog
 from sparkgate.images import load_lock
 from sparkgate.paths import build_dir, repo_root
 from sparkgate.phases import current_phase
@@ -57,6 +59,8 @@ class DeployResult:
     verdict: dict | None = None
     timings: dict = field(default_factory=dict)
     record: Path | None = None
+    # Engine-log checks failed by an engine that exited before it was ready (evidence/startup.py).
+    startup_checks: list[dict] = field(default_factory=list)
 
 
 class DeployRefused(Refusal):
@@ -194,7 +198,8 @@ def _wait_and_prove(options, project, loaded, url, started, timings, say) -> Dep
             last_phase = phase
         if engine_state is None or engine_state.get("Status") in ("exited", "dead"):
             code = (engine_state or {}).get("ExitCode")
-            return _refused(options, project, url, timings, say, f"engine exited (code {code}) during startup", verdict)
+            return _refused_exited(options, project, url, timings, say, f"engine exited (code {code}) during startup",
+                                   verdict)
         health = (engine_state.get("Health") or {}).get("Status")
         if health == "healthy" and "engine_healthy" not in timings:
             timings["engine_healthy"] = round(elapsed, 2)
@@ -245,7 +250,8 @@ def print_verdict(verdict: dict | None, say) -> None:
                 + (f", failing {failing}" if failing else ""))
 
 
-def _refused(options, project, url, timings, say, reason, verdict) -> DeployResult:
+def _refused(options, project, url, timings, say, reason, verdict, startup_checks: list[dict] | None = None
+             ) -> DeployResult:
     # Stop the engine so the gate cannot open later on its own (a refused deploy stays refused) and, on a
     # Spark, its unified memory is released. Sentinel, gateway and logs stay up for inspection.
     if options.keep_refused_engine:
@@ -255,7 +261,7 @@ def _refused(options, project, url, timings, say, reason, verdict) -> DeployResu
         say(f"REFUSED: {reason}. The engine was stopped and the gate stays closed; nothing was admitted.")
     print_verdict(verdict, say)
     full = (verdict or {}).get("full") or {}
-    for check in (full.get("verification") or {}).get("checks", []):
+    for check in [*(full.get("verification") or {}).get("checks", []), *(startup_checks or [])]:
         if not check["passed"]:
             say(f"  - {check['name']}: observed {json.dumps(check['observed'], default=str)[:200]}, expected "
                 f"{json.dumps(check['expected'], default=str)[:120]}. Hint: {check['hint']}")
@@ -263,7 +269,18 @@ def _refused(options, project, url, timings, say, reason, verdict) -> DeployResu
     for line in project.logs("engine", tail=25).splitlines():
         say(f"  | {line}")
     say(f"inspect: invoke status --profile {options.profile}; remove: invoke down --profile {options.profile}")
-    return DeployResult(False, project.name, project.compose_file.parent, url, reason, verdict, timings)
+    return DeployResult(False, project.name, project.compose_file.parent, url, reason, verdict, timings,
+                        startup_checks=startup_checks or [])
+
+
+def _refused_exited(options, project, url, timings, say, reason, verdict) -> DeployResult:
+    """The engine died before it was ready: name the engine-log checks its final log fails."""
+    expectations = json.loads((project.compose_file.parent / "expectations.json").read_text(encoding="utf-8"))
+    log = EngineLog(f"docker logs ({project.name} engine, exited)", project.logs("engine"))
+    failing = startup.judge_exited_engine(expectations, log)
+    if failing:
+        reason += "; the engine log fails " + ", ".join(c.name for c in failing)
+    return _refused(options, project, url, timings, say, reason, verdict, [c.as_dict() for c in failing])
 
 
 def _write_record(options, project, bundle, images, result: DeployResult) -> Path:
@@ -279,6 +296,7 @@ def _write_record(options, project, bundle, images, result: DeployResult) -> Pat
         "images": {ref: docker_cli.image_id(ref) for ref in images},
         "timings_s": result.timings,
         "verdict": result.verdict,
+        "startup_checks": result.startup_checks,
         "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     path = bundle / "deploy-record.json"
