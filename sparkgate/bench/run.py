@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sparkgate.bench import envfacts, floor, harness, roofline, runs, stats, workloads
@@ -28,7 +28,7 @@ class BenchOptions:
     jsonl: Path | None = None
     shots: Path | None = None
     seed: int = 20260  # the generated workloads' seed (not the sampling seed)
-    sampling: str = "sampled"  # "sampled" (published protocol) or "greedy"
+    sampling: str | None = None  # "sampled" (published protocol) or "greedy"; None: the workload's default
     api: str = "chat"
     max_tokens: int | None = None
     url: str | None = None
@@ -117,7 +117,7 @@ def bench(options: BenchOptions, say: Callable[[str], None] = print) -> BenchRes
     api_key = Path(options.api_key_file).read_text().strip() if options.api_key_file else None
     if options.api not in harness.APIS:
         raise BenchError(f"--api must be one of {', '.join(harness.APIS)}")
-    if options.sampling not in ("sampled", "greedy"):
+    if options.sampling not in (None, "sampled", "greedy"):
         raise BenchError("sampling must be 'sampled' or 'greedy'")
 
     gate = envfacts.gate_facts(url, api_key)
@@ -130,7 +130,8 @@ def bench(options: BenchOptions, say: Callable[[str], None] = print) -> BenchRes
                                    count=options.count).limited(options.limit)
     except workloads.WorkloadError as exc:
         raise BenchError(str(exc)) from None
-    sampling = harness.PUBLISHED_SAMPLED if options.sampling == "sampled" else harness.GREEDY
+    sampling_name = options.sampling or workload.default_sampling
+    sampling = harness.PUBLISHED_SAMPLED if sampling_name == "sampled" else harness.GREEDY
     max_tokens = options.max_tokens or workload.default_max_tokens
     target_spec = harness.Target(url=url, model=profile.model.served_name, api=options.api, api_key=api_key,
                                  time_scale=time_scale, spec_details="mtp" in requested)
@@ -224,6 +225,20 @@ def bench(options: BenchOptions, say: Callable[[str], None] = print) -> BenchRes
         say(f"recorded the {target} baseline floor: {entry['floor_tok_s']} tok/s in {path} "
             f"(stacked profiles decoding slower are refused at their next deploy)")
     return result
+
+
+def bench_each(options: BenchOptions, names: list[str], say: Callable[[str], None] = print) -> list[BenchResult]:
+    """One run per workload, in order, each stored on its own (`--workload all` or a comma list)."""
+    if len(names) > 1:
+        if options.jsonl is not None:
+            raise BenchError(f"--jsonl applies to one workload, not to {', '.join(names)}: bench each on its own "
+                             f"(e.g. invoke bench --profile {options.profile} --workload {names[0]} --jsonl ...)")
+        if options.record_floor:
+            raise BenchError("--record-floor takes one workload run, not several: drop it or name one --workload")
+    results = []
+    for name in names:
+        results.append(bench(replace(options, workload=name), say=say))
+    return results
 
 
 def _fmt(value, pattern: str) -> str:

@@ -157,3 +157,110 @@ def mcnemar(a: dict[str, bool], b: dict[str, bool], alpha: float = 0.05) -> McNe
         detail = (f"p = {p:.3g} with {n} discordant pairs ({a_only} vs {b_only}); the test had {pw:.0%} power "
                   f"to detect a 2:1 split at alpha {alpha}")
     return McNemar(len(ids), both, a_only, b_only, neither, p, alpha, pw, verdict, detail)
+
+
+# ------------------------------------------------------------------------- paired decode-speed difference
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularized incomplete beta function (modified Lentz)."""
+    tiny, eps = 1e-300, 1e-15
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        for num in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < eps:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_two_sided_p(t: float, df: int) -> float:
+    """P(|T| >= |t|) for Student's t with df degrees of freedom."""
+    if math.isinf(t):
+        return 0.0
+    return _betainc(df / 2.0, 0.5, df / (df + t * t))
+
+
+def t_critical(confidence: float, df: int) -> float:
+    """The two-sided critical value: P(|T| >= value) = 1 - confidence (bisection on the exact tail)."""
+    alpha = 1.0 - confidence
+    low, high = 0.0, 1.0
+    while t_two_sided_p(high, df) > alpha:
+        high *= 2.0
+    for _ in range(200):
+        mid = (low + high) / 2.0
+        low, high = (mid, high) if t_two_sided_p(mid, df) > alpha else (low, mid)
+    return (low + high) / 2.0
+
+
+MIN_PAIRED_ITEMS = 3  # a t-test needs at least 2 degrees of freedom to say anything
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """The paired t-test on per-item decode rates of two runs over the same prompts: B minus A, tok/s."""
+    n: int
+    mean_a: float | None  # mean per-item decode rate, tok/s
+    mean_b: float | None
+    mean_difference: float | None  # mean of (rate_B - rate_A) over the paired items
+    ci_low: float | None
+    ci_high: float | None
+    confidence: float
+    t: float | None
+    df: int
+    p_value: float | None
+
+    def significant(self, alpha: float) -> bool:
+        return self.p_value is not None and self.p_value < alpha
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def decode_rate(record: dict) -> float | None:
+    """Per-request decode rate, (completion tokens - 1) / decode time, or None when it was not timed."""
+    if record.get("error") or not record.get("decode_s") or record["decode_s"] <= 0:
+        return None
+    tokens = record.get("completion_tokens") or 0
+    return (tokens - 1) / record["decode_s"] if tokens > 1 else None
+
+
+def paired_difference(rates_a: Sequence[float], rates_b: Sequence[float], confidence: float = 0.95) -> PairedDifference:
+    """Paired t-test and confidence interval of mean(rate_B - rate_A); the pairs are item by item."""
+    if len(rates_a) != len(rates_b):
+        raise ValueError("paired samples must have the same length")
+    n = len(rates_a)
+    if n < MIN_PAIRED_ITEMS:
+        mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
+        return PairedDifference(n, mean(rates_a), mean(rates_b), None, None, None, confidence, None, max(n - 1, 0), None)
+    diffs = [b - a for a, b in zip(rates_a, rates_b, strict=True)]
+    mean_d = sum(diffs) / n
+    sd = math.sqrt(sum((d - mean_d) ** 2 for d in diffs) / (n - 1))
+    se = sd / math.sqrt(n)
+    df = n - 1
+    if se == 0.0:  # every pair differs by exactly the same amount: no spread to test against
+        t = 0.0 if mean_d == 0.0 else math.copysign(math.inf, mean_d)
+        half = 0.0
+    else:
+        t = mean_d / se
+        half = t_critical(confidence, df) * se
+    return PairedDifference(n, sum(rates_a) / n, sum(rates_b) / n, mean_d, mean_d - half, mean_d + half, confidence,
+                            t, df, 1.0 if t == 0.0 else t_two_sided_p(t, df))

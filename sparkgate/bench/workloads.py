@@ -7,6 +7,13 @@
   prompt format as gsm8k, so it is a small stand-in for CI and quick checks.
 - `synthetic`: a fixed, seeded set of filler prompts with fixed-length outputs (`ignore_eos`). It measures
   decode speed only; nothing is scored. Its speed gains do not carry over to real text (docs/bench.md).
+- `code`: HumanEval-style "complete this Python function" prompts (`sparkgate/bench/prompts.py`), or the
+  user's own from `--jsonl` (`{"prompt": ...}` per line). Decode speed only: not scored.
+- `prose`: Alpaca-style writing requests (explain, summarize, a letter, an essay), or the user's own from
+  `--jsonl`. Decode speed only: not scored.
+
+A speculative drafter's acceptance depends on the text, so which profile decodes faster can differ
+between code and prose: `invoke compare PROFILE_A,PROFILE_B` pairs the runs workload by workload.
 
 The five worked examples (shots) are sparkgate's own GSM8K-style problems, not taken from GSM8K: the
 published harness's shots are not in the sources. Pass `shots_path` (same JSONL format) to use others;
@@ -19,10 +26,10 @@ import hashlib
 import json
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sparkgate.bench import answers
+from sparkgate.bench import answers, prompts
 from sparkgate.errors import Refusal
 
 INSTRUCTION = (
@@ -66,12 +73,14 @@ class Workload:
     fixed_length: bool  # outputs run to max_tokens (ignore_eos): a pure decode-speed workload
     default_max_tokens: int
     source: dict
+    # "sampled" (the published GSM8K protocol) or "greedy": the speed-only workloads compare drafters, and
+    # greedy output is the same text on both, so the pairs differ only in how fast it was produced.
+    default_sampling: str = "sampled"
 
     def limited(self, limit: int | None) -> Workload:
         if not limit or limit >= len(self.items):
             return self
-        return Workload(self.name, self.items[:limit], self.description, self.scored, self.fixed_length,
-                        self.default_max_tokens, {**self.source, "limit": limit})
+        return replace(self, items=self.items[:limit], source={**self.source, "limit": limit})
 
     def fingerprint(self) -> str:
         """Identifies the exact prompt set: runs pair question by question only when this matches."""
@@ -206,6 +215,84 @@ def synthetic(count: int = 32, seed: int = 20260, prompt_words: tuple[int, int] 
     )
 
 
+SPEED_MAX_TOKENS = 512  # code and prose: long enough for a steady decode rate, short enough for 20 items
+
+
+def _read_prompts(path: Path, kind: str) -> tuple[list[tuple[str, str]], str]:
+    """User-supplied prompts: one {"prompt": ...} object per line, with an optional string "id"."""
+    if not path.is_file():
+        raise WorkloadError(f"{path}: no such file (point --jsonl at a JSONL file of {{\"prompt\": ...}} lines)")
+    raw = path.read_bytes()
+    rows: list[tuple[str, str]] = []
+    for number, line in enumerate(raw.decode("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise WorkloadError(f"{path}:{number}: not JSON ({exc.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
+            raise WorkloadError(f"{path}:{number}: expected an object with a non-empty string field 'prompt'")
+        item_id = row.get("id", f"{kind}-jsonl-{len(rows):04d}")
+        if not isinstance(item_id, str) or not item_id:
+            raise WorkloadError(f"{path}:{number}: field 'id' must be a non-empty string")
+        rows.append((item_id, row["prompt"]))
+    if not rows:
+        raise WorkloadError(f"{path}: no prompts")
+    duplicates = sorted({i for i, _ in rows if sum(1 for j, _ in rows if j == i) > 1})
+    if duplicates:
+        raise WorkloadError(f"{path}: duplicate id(s) {', '.join(duplicates[:5])}: runs are paired item by item")
+    return rows, hashlib.sha256(raw).hexdigest()
+
+
+def _speed_workload(kind: str, builtin: tuple[tuple[str, str], ...], what: str, count: int | None,
+                    jsonl: Path | None) -> Workload:
+    if jsonl is not None:
+        rows, sha = _read_prompts(jsonl, kind)
+        source: dict = {"jsonl": str(jsonl), "jsonl_sha256": sha, "prompts": len(rows)}
+        description = f"{len(rows)} {kind} prompts from {jsonl.name}"
+    else:
+        rows, source = list(builtin), {"generator": kind, "count": count or len(builtin)}
+        description = f"{count or len(builtin)} {what} (sparkgate's own)"
+    if count is not None and not 1 <= count <= len(rows):
+        raise WorkloadError(f"--count {count}: the {kind} workload has {len(rows)} prompts (choose 1..{len(rows)})")
+    items = tuple(Item(item_id, text) for item_id, text in rows[:count])
+    return Workload(kind, items, f"{description}, not scored (decode speed only)", scored=False,
+                    fixed_length=False, default_max_tokens=SPEED_MAX_TOKENS, source=source,
+                    default_sampling="greedy")
+
+
+def code(count: int | None = None, jsonl: Path | None = None) -> Workload:
+    """HumanEval-style function completions: each prompt has a `def ` signature and a docstring."""
+    builtin = tuple((f"code-{name}", prompts.code_prompt(sig)) for name, sig in prompts.CODE_FUNCTIONS)
+    return _speed_workload("code", builtin, "Python function completions", count, jsonl)
+
+
+def prose(count: int | None = None, jsonl: Path | None = None) -> Workload:
+    """Alpaca-style writing requests: no code, no digits, no arithmetic."""
+    builtin = tuple((f"prose-{name}", text) for name, text in prompts.PROSE_REQUESTS)
+    return _speed_workload("prose", builtin, "natural-language writing requests", count, jsonl)
+
+
+NAMES = ("arith", "synthetic", "gsm8k", "code", "prose")
+# `--workload all`: the GSM8K-style set (generated, so it needs no file) and the two drafter-sensitive ones.
+ALL = ("arith", "code", "prose")
+
+
+def expand(spec: str) -> list[str]:
+    """`--workload` value -> workload names: one name, a comma list, or `all` (arith, code, prose)."""
+    names: list[str] = []
+    for part in (p.strip() for p in spec.split(",")):
+        for name in (ALL if part == "all" else (part,) if part else ()):
+            if name not in NAMES:
+                raise WorkloadError(f"unknown workload {name!r}: choose {', '.join(NAMES)}, a comma list or all")
+            if name not in names:
+                names.append(name)
+    if not names:
+        raise WorkloadError(f"--workload {spec!r} names no workload: choose {', '.join(NAMES)}, a comma list or all")
+    return names
+
+
 def build(name: str, *, jsonl: Path | None = None, shots: Path | None = None, seed: int = 20260,
           count: int | None = None) -> Workload:
     if name == "gsm8k":
@@ -216,4 +303,8 @@ def build(name: str, *, jsonl: Path | None = None, shots: Path | None = None, se
         return arith(count or 16, seed, shots)
     if name == "synthetic":
         return synthetic(count or 32, seed)
-    raise WorkloadError(f"unknown workload {name!r}: choose arith, synthetic or gsm8k")
+    if name == "code":
+        return code(count, jsonl)
+    if name == "prose":
+        return prose(count, jsonl)
+    raise WorkloadError(f"unknown workload {name!r}: choose {', '.join(NAMES)}")

@@ -1,6 +1,7 @@
-"""Benchmark tasks: bench (measure a deployed stack through its gateway), compare (runs side by side, with the
-change against the baseline, McNemar and the roofline fraction, plus a PNG) and roofline (bytes per decode
-step and the bandwidth bound). See docs/bench.md."""
+"""Benchmark tasks: bench (measure a deployed stack through its gateway, one run per workload), compare (runs
+side by side, with the change against the baseline, McNemar and the roofline fraction, plus a PNG; or, given
+two profile names, which of them to run per workload) and roofline (bytes per decode step and the bandwidth
+bound). See docs/bench.md."""
 
 from __future__ import annotations
 
@@ -16,15 +17,18 @@ from sparkgate.tasks.common import require, sparkgate_task
     "bench",
     help={
         "profile": "profile name (its deploy record gives the gateway URL and the time scale)",
-        "workload": "arith (generated, default), synthetic (seeded, speed only) or gsm8k (needs --jsonl)",
+        "workload": "arith (generated, default), code / prose (fixed, speed only), synthetic (seeded, speed only), "
+                    "gsm8k (needs --jsonl); a comma list, or all (= arith,code,prose): one run stored per workload",
         "limit": "run only the first N items",
-        "count": "size of the generated arith / synthetic set (default 16 / 32)",
-        "jsonl": "GSM8K-format JSONL: one {\"question\", \"answer\"} object per line",
+        "count": "size of the arith / synthetic set (default 16 / 32), or the first N code / prose prompts (of 20)",
+        "jsonl": "gsm8k: one {\"question\", \"answer\"} object per line; code / prose: your own prompts, one "
+                 "{\"prompt\"} (optional \"id\") per line",
         "shots": "JSONL of the 5 worked examples (default: sparkgate's own five)",
-        "greedy": "temperature 0",
-        "sampled": "the published sampling: temperature 0.6, top_p 0.95, top_k 29, seed 42 (default)",
+        "greedy": "temperature 0 (default for code and prose)",
+        "sampled": "the published sampling: temperature 0.6, top_p 0.95, top_k 29, seed 42 (default for arith, "
+                   "gsm8k, synthetic)",
         "api": "chat (OpenAI chat completions, default) or generate (SGLang /generate, raw prompt)",
-        "max_tokens": "per request (default: gsm8k 32768, arith 1024, synthetic 256)",
+        "max_tokens": "per request (default: gsm8k 32768, arith 1024, code / prose 512, synthetic 256)",
         "url": "base URL instead of the deploy record's gateway",
         "out": "bundle directory of the deployment (default build/<profile>)",
         "api_key_file": "gateway API key file",
@@ -44,55 +48,102 @@ def bench(c, profile=None, workload="arith", limit=None, count=None, jsonl=None,
     """Run a workload through a deployed stack's gateway, one request at a time; write build/bench/<run-id>/."""
     require(profile, "profile", "invoke bench --profile all-three")
     from sparkgate.bench import run as run_mod
+    from sparkgate.bench import workloads
 
     if greedy and sampled:
         raise Exit("sparkgate bench: --greedy and --sampled exclude each other", code=2)
+    try:
+        names = workloads.expand(workload)
+    except workloads.WorkloadError as exc:
+        raise Exit(f"sparkgate bench: {exc}", code=2) from None
     options = run_mod.BenchOptions(
-        profile=profile, workload=workload, limit=int(limit) if limit else None, count=int(count) if count else None,
+        profile=profile, workload=names[0], limit=int(limit) if limit else None, count=int(count) if count else None,
         jsonl=Path(jsonl) if jsonl else None, shots=Path(shots) if shots else None, seed=int(seed),
-        sampling="greedy" if greedy else "sampled", api=api, max_tokens=int(max_tokens) if max_tokens else None,
+        sampling="greedy" if greedy else "sampled" if sampled else None, api=api,
+        max_tokens=int(max_tokens) if max_tokens else None,
         url=url, bundle=Path(out) if out else None, api_key_file=api_key_file,
         time_scale=float(time_scale) if time_scale else None, label=label, record_floor=record_floor,
         floor_margin=float(floor_margin), progress=not quiet, config=Path(config) if config else None,
         bandwidth_gb_s=float(bandwidth),
     )
-    result = run_mod.bench(options, say=lambda line: print(line, flush=True))
-    print(f"run: {result.run_dir}")
-    if not result.summary["complete"]:
-        raise Exit("sparkgate bench: the run did not complete", code=1)
+    results = run_mod.bench_each(options, names, say=lambda line: print(line, flush=True))
+    for result in results:
+        print(f"run: {result.run_dir}")
+    incomplete = [result.run_dir.name for result in results if not result.summary["complete"]]
+    if incomplete:
+        raise Exit(f"sparkgate bench: did not complete: {', '.join(incomplete)}", code=1)
+
+
+def _print_own_help(task_name: str) -> None:
+    """`invoke compare --help`: the positional `runs` takes the token first, so hand it to invoke's help."""
+    from invoke import Collection, Program
+
+    Program(namespace=Collection(compare), name="invoke", binary="invoke").run(
+        ["invoke", "--help", task_name], exit=False)
+
+
+def _names_profiles(refs: list[str], root: Path) -> bool:
+    """True when every entry is a profile name (or a stored run label), not a run id or directory."""
+    from sparkgate import profiles
+    from sparkgate.bench import per_workload
+
+    if refs == ["latest"] or any(Path(ref).is_dir() or (root / ref).is_dir() for ref in refs):
+        return False
+    known = set(profiles.available_profiles()) | per_workload.stored_labels(root)
+    return all(ref in known for ref in refs)
 
 
 @sparkgate_task(
     "compare",
+    positional=["runs"],
     help={
-        "runs": "comma-separated run ids or directories, or `latest`: the newest run of each profile on the newest "
-                "run's prompt set",
+        "runs": "two profile names (e.g. all-three,dspark; also positional): the newest run of each, paired "
+                "workload by workload, with a recommendation; or comma-separated run ids or directories, or "
+                "`latest`: the newest run of each profile on the newest run's prompt set",
         "baseline": "the run the others are compared with (default: the first run without optimizations)",
-        "alpha": "significance level of the McNemar test (default 0.05)",
+        "alpha": "significance level of the McNemar test and of the per-workload paired t-test (default 0.05)",
         "out": "output directory (default build/bench/compare-<time>)",
+        "root": "where the bench runs are stored (default build/bench)",
         "no_png": "skip the PNG",
         "fail_on_regression": "exit 1 when a stacked run is slower than the baseline, its draft is rejected, or "
                               "its accuracy is significantly worse",
     },
 )
-def compare(c, runs=None, baseline=None, alpha=0.05, out=None, no_png=False, fail_on_regression=False):
-    """Compare bench runs: the published table's columns, % change vs the baseline, McNemar, roofline fraction."""
-    require(runs, "runs", "invoke compare --runs baseline,all-three")
-    from sparkgate.bench import report
+def compare(c, runs=None, baseline=None, alpha=0.05, out=None, root=None, no_png=False, fail_on_regression=False):
+    """Compare bench runs (the published table's columns, % change vs the baseline, McNemar, roofline fraction),
+    or two profiles per workload: `invoke compare all-three,dspark` says which to run for which traffic."""
+    if runs in ("--help", "-h"):
+        _print_own_help("compare")
+        return
+    require(runs, "runs", "invoke compare all-three,dspark")
+    from sparkgate.bench import per_workload, per_workload_report, report
     from sparkgate.bench import runs as runs_mod
 
     refs = [ref for ref in runs.replace(" ", ",").split(",") if ref]
+    root_dir = Path(root) if root else runs_mod.bench_root()
     try:
-        paths = runs_mod.latest_per_profile() if refs == ["latest"] else refs
-        loaded = [runs_mod.load(ref) for ref in paths]
+        if _names_profiles(refs, root_dir):
+            by_workload = per_workload.compare_profiles(refs, root_dir, float(alpha))
+            out_dir, text = per_workload_report.write(by_workload, Path(out) if out else root_dir / _stamp())
+            print(text)
+            print(f"written: {out_dir}/compare.txt, compare.json")
+            return
+        paths = runs_mod.latest_per_profile(root_dir) if refs == ["latest"] else refs
+        loaded = [runs_mod.load(ref, root_dir) for ref in paths]
         comparison = report.compare(loaded, baseline, float(alpha))
-        out_dir, text = report.write(comparison, Path(out) if out else None, png=not no_png)
+        out_dir, text = report.write(comparison, Path(out) if out else root_dir / _stamp(), png=not no_png)
     except runs_mod.RunError as exc:
         raise Exit(f"sparkgate compare: {exc}", code=1) from None
     print(text)
     print(f"written: {out_dir}/compare.txt, compare.json" + ("" if no_png else ", compare.png"))
     if fail_on_regression and comparison.regressions:
         raise Exit("sparkgate compare: regressions: " + "; ".join(comparison.regressions), code=1)
+
+
+def _stamp() -> str:
+    import time
+
+    return f"compare-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
 
 
 @sparkgate_task(

@@ -63,3 +63,36 @@ def test_compare_latest_picks_the_newest_run_of_each_profile(capsys, tmp_path, m
     assert invoke(["compare", "--runs", "latest", "--out", str(tmp_path / "cmp"), "--no-png"]) == 0
     data = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     assert sorted(row["run"] for row in data["rows"]) == ["r2", "r3"]
+
+
+def test_compare_two_profiles_positional_or_runs(capsys, tmp_path):
+    from .runfactory import make_speed_run
+
+    root = tmp_path / "runs"
+    make_speed_run(root, "a-code", "all-three", "code", [55.0 + i % 3 for i in range(8)], age_s=60)
+    make_speed_run(root, "b-code", "dspark", "code", [68.0 + i % 3 for i in range(8)])
+    for argv in (["compare", "all-three,dspark"], ["compare", "--runs", "all-three,dspark"]):
+        out = tmp_path / argv[-1].replace(",", "-") / str(len(argv))
+        assert invoke([*argv, "--root", str(root), "--out", str(out)]) == 0
+        data = json.loads((out / "compare.json").read_text())
+        assert data["kind"] == "per-workload" and data["recommendations"] == {"code": "dspark"}
+        assert "code: run dspark" in capsys.readouterr().out
+    # run ids still select the run-by-run table
+    assert invoke(["compare", "a-code,b-code", "--root", str(root), "--out", str(tmp_path / "by-run"), "--no-png"]) == 0
+    assert "rows" in json.loads((tmp_path / "by-run" / "compare.json").read_text())
+    # a profile without runs: one line that names the command
+    assert invoke(["compare", "all-three,mtp", "--root", str(root)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no finished bench run labelled 'mtp'" in err[0]
+    assert "invoke bench --profile mtp --workload code --count 8 --greedy --max-tokens 512" in err[0]
+
+
+def test_bench_workload_lists_refuse_one_workload_options(capsys, tmp_path):
+    jsonl = tmp_path / "p.jsonl"
+    jsonl.write_text('{"prompt": "x"}\n')
+    assert invoke(["bench", "--profile", "all-three", "--workload", "all", "--jsonl", str(jsonl)]) == 1
+    assert "--jsonl applies to one workload, not to arith, code, prose" in capsys.readouterr().err
+    assert invoke(["bench", "--profile", "baseline", "--workload", "code,prose", "--record-floor"]) == 1
+    assert "--record-floor takes one workload run" in capsys.readouterr().err
+    assert invoke(["bench", "--profile", "all-three", "--workload", "code,mmlu"]) == 2
+    assert "unknown workload 'mmlu'" in capsys.readouterr().err

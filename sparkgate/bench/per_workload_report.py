@@ -1,0 +1,81 @@
+"""The text and JSON of `invoke compare A,B`: a per-workload table, the paired test, a recommendation
+section, and the commands that produce any missing run. Both files are written atomically."""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+
+from sparkgate import atomic
+from sparkgate.bench import runs
+from sparkgate.bench.per_workload import ProfileComparison
+
+HEADERS = ["workload", "profile", "run", "n", "decode tok/s", "TPOT ms", "accept (agg / median)",
+           "diff tok/s vs {a} [CI]", "p", "verdict"]
+
+
+def _f(value, pattern: str) -> str:
+    return "-" if value is None else pattern.format(value)
+
+
+def table_rows(comparison: ProfileComparison) -> list[list[str]]:
+    a, b = comparison.profiles
+    rows = []
+    for w in comparison.workloads:
+        if w.status != "compared":
+            rows.append([w.workload, "", "", "", "", "", "", "", "", w.status])
+            continue
+        for index, side in enumerate(w.sides):
+            n = side.numbers
+            diff = p = verdict = ""
+            if index == 1 and w.paired is not None:
+                d = w.paired
+                diff = "-" if d.mean_difference is None else \
+                    f"{d.mean_difference:+.2f} [{d.ci_low:+.2f}, {d.ci_high:+.2f}]"
+                p = _f(d.p_value, "{:.2g}")
+                verdict = w.recommendation.verdict if w.recommendation else ""
+            accept = f"{_f(n['accept_length'], '{:.2f}')} / {_f(side.accept_median, '{:.2f}')}"
+            rows.append([w.workload if index == 0 else "", side.profile, side.run.id, str(n["completed"]),
+                         _f(n["decode_tok_s"], "{:.2f}"), _f(n["tpot_ms"], "{:.2f}"), accept, diff, p, verdict])
+    return rows
+
+
+def render(comparison: ProfileComparison, width: int = 200) -> str:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    a, b = comparison.profiles
+    level = f"{1 - comparison.alpha:.0%}"
+    table = Table(title=f"sparkgate compare {a},{b}: per workload (paired t-test on per-item decode tok/s, "
+                        f"{b} - {a}, {level} CI, alpha {comparison.alpha:g})")
+    for header in HEADERS:
+        table.add_column(header.format(a=a), overflow="fold")
+    for cells in table_rows(comparison):
+        table.add_row(*(escape(cell) for cell in cells))
+    console = Console(file=io.StringIO(), record=True, width=width, force_terminal=False, color_system=None)
+    console.print(table)
+    say = lambda text: console.print(text, markup=False, highlight=False)  # noqa: E731
+    say("Recommendation (from the measured runs above only):")
+    for w in comparison.workloads:
+        if w.status == "compared" and w.recommendation:
+            say(f"  {w.recommendation.text}")
+            if w.detail:
+                say(f"    ({w.detail})")
+        else:
+            say(f"  {w.workload}: {w.status}: {w.detail}")
+            for command in w.produce:
+                say(f"    produce it: {command}")
+    for note in comparison.notes:
+        say(f"  note: {note}")
+    return console.export_text()
+
+
+def write(comparison: ProfileComparison, out_dir: Path | None = None) -> tuple[Path, str]:
+    out_dir = out_dir or runs.bench_root() / f"compare-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    text = render(comparison)
+    runs.write_json_atomic(out_dir / "compare.json", comparison.as_dict())
+    atomic.write_text_atomically(out_dir / "compare.txt", text)
+    return out_dir, text

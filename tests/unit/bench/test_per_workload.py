@@ -1,0 +1,153 @@
+"""`invoke compare A,B` by profile: the newest run of each profile per workload, paired item by item, a paired
+t-test on per-item decode rates, and a recommendation that follows from the test alone (synthetic runs)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from sparkgate.bench import per_workload, per_workload_report, stats
+
+from .runfactory import make_speed_run
+
+N = 20
+
+
+def wobble(centre: float, amplitude: float, phase: float = 0.0) -> list[float]:
+    """Deterministic per-item spread around a centre: prompts differ, the pairs share that difference."""
+    return [centre + amplitude * math.sin(1.7 * i + phase) for i in range(N)]
+
+
+@pytest.fixture
+def mixed(tmp_path):
+    """DSpark faster on code, slower on prose, a tie on arith: the issue's picture, plus a dead heat."""
+    root = tmp_path / "runs"
+    make_speed_run(root, "a-code", "all-three", "code", wobble(55.2, 2.0), accept=2.68, age_s=60)
+    make_speed_run(root, "b-code", "dspark", "code", [r * 68.4 / 55.2 for r in wobble(55.2, 2.0)], accept=6.5)
+    make_speed_run(root, "a-prose", "all-three", "prose", wobble(45.0, 1.5), accept=2.68, age_s=60)
+    make_speed_run(root, "b-prose", "dspark", "prose", [r - 1.6 + 0.2 * math.cos(i) for i, r in
+                                                        enumerate(wobble(45.0, 1.5))], accept=3.5)
+    tie_a = wobble(50.0, 2.0)
+    make_speed_run(root, "a-arith", "all-three", "arith", tie_a, accept=2.68, age_s=60, sampling="sampled",
+                   max_tokens=1024)
+    make_speed_run(root, "b-arith", "dspark", "arith", [r + (0.8 if i % 2 else -0.8) for i, r in enumerate(tie_a)],
+                   accept=5.0, sampling="sampled", max_tokens=1024)
+    return root
+
+
+def by_name(comparison: per_workload.ProfileComparison) -> dict[str, per_workload.WorkloadComparison]:
+    return {w.workload: w for w in comparison.workloads}
+
+
+def test_paired_t_against_hand_computed_values():
+    # differences 1, 2, 3, 4: mean 2.5, sd sqrt(5/3), se 0.6455, t = 3.873 with 3 df; t(0.975, 3) = 3.182446
+    result = stats.paired_difference([10, 10, 10, 10], [11, 12, 13, 14])
+    assert (result.n, result.df, result.mean_difference) == (4, 3, 2.5)
+    assert result.t == pytest.approx(2.5 / math.sqrt(5 / 3 / 4))
+    assert result.p_value == pytest.approx(0.03047, abs=5e-5)
+    half = 3.182446 * math.sqrt(5 / 3 / 4)
+    assert (result.ci_low, result.ci_high) == (pytest.approx(2.5 - half, abs=1e-5), pytest.approx(2.5 + half, abs=1e-5))
+    # the t distribution itself: published two-sided critical values and tail
+    assert stats.t_critical(0.95, 19) == pytest.approx(2.093024, abs=1e-6)
+    assert stats.t_critical(0.95, 1) == pytest.approx(12.706205, abs=1e-5)
+    assert stats.t_two_sided_p(2.0, 10) == pytest.approx(0.073388, abs=1e-6)
+    # too few pairs: no test at all, rather than a test that cannot reject
+    assert stats.paired_difference([10.0, 11.0], [12.0, 13.0]).p_value is None
+
+
+def test_recommends_per_workload_from_the_paired_test(mixed):
+    result = by_name(per_workload.compare_profiles(["all-three", "dspark"], mixed))
+    code, prose, arith = result["code"], result["prose"], result["arith"]
+    assert [w.status for w in (code, prose, arith)] == ["compared"] * 3
+
+    assert code.recommendation.profile == "dspark" and code.recommendation.verdict == "dspark faster"
+    assert code.paired.n == N and code.paired.p_value < 1e-6 and code.paired.ci_low > 0
+    assert code.recommendation.speedup_pct == pytest.approx(100 * (68.4 / 55.2 - 1), abs=0.05)
+    assert code.sides[1].numbers["accept_length"] == pytest.approx(6.5, abs=0.05)
+
+    assert prose.recommendation.profile == "all-three" and prose.paired.ci_high < 0 and prose.paired.p_value < 1e-6
+    assert prose.recommendation.speedup_pct > 0  # the winner's margin, stated positively
+    assert "prose: run all-three:" in prose.recommendation.text and "dspark - all-three -1.59 tok/s" in prose.recommendation.text
+
+    assert arith.recommendation.profile is None and arith.recommendation.verdict == per_workload.NO_DIFFERENCE
+    assert arith.paired.p_value > 0.05 and arith.paired.ci_low < 0 < arith.paired.ci_high
+
+
+def test_output_table_json_and_recommendation_section(mixed, tmp_path):
+    comparison = per_workload.compare_profiles(["all-three", "dspark"], mixed)
+    out, text = per_workload_report.write(comparison, tmp_path / "cmp")
+    data = json.loads((out / "compare.json").read_text())
+    assert data["recommendations"] == {"code": "dspark", "prose": "all-three", "arith": None}
+    assert data["difference"] == "dspark - all-three" and data["confidence"] == pytest.approx(0.95)
+    code = data["workloads"]["code"]
+    assert code["results"]["dspark"]["decode_tok_s"] == pytest.approx(68.4, rel=0.02)
+    assert code["results"]["all-three"]["tpot_ms"] == pytest.approx(1000 / 55.2, rel=0.02)
+    assert code["results"]["dspark"]["accept_length_median_request"] == pytest.approx(6.5)
+    assert code["paired"]["p_value"] < 1e-6 and code["results"]["dspark"]["n"] == N
+    assert (out / "compare.txt").read_text() == text
+    assert "Recommendation" in text and "code: run dspark" in text and "prose: run all-three" in text
+    assert f"arith: {per_workload.NO_DIFFERENCE} between all-three" in text
+    assert "measured on target: sim" in text
+
+
+def test_the_newest_run_of_each_profile_is_used(mixed):
+    # an older all-three code run that was much slower must not be the one paired
+    make_speed_run(mixed, "a-code-old", "all-three", "code", wobble(20.0, 1.0), age_s=3600)
+    code = by_name(per_workload.compare_profiles(["all-three", "dspark"], mixed))["code"]
+    assert code.sides[0].run.id == "a-code"
+
+
+def test_a_missing_workload_names_the_command_that_produces_it(mixed):
+    make_speed_run(mixed, "a-synth", "all-three", "synthetic", wobble(53.0, 1.0), sampling="sampled", max_tokens=256)
+    synthetic = by_name(per_workload.compare_profiles(["all-three", "dspark"], mixed))["synthetic"]
+    assert synthetic.status == "missing" and "no synthetic run of dspark" in synthetic.detail
+    assert synthetic.produce == [f"invoke bench --profile dspark --workload synthetic --count {N} --sampled "
+                                 "--max-tokens 256"]
+    assert "produce it: invoke bench --profile dspark --workload synthetic" in per_workload_report.render(
+        per_workload.compare_profiles(["all-three", "dspark"], mixed))
+
+
+def test_different_prompt_sets_protocols_or_incomplete_runs_are_not_paired(tmp_path):
+    root = tmp_path / "runs"
+    make_speed_run(root, "a-code", "all-three", "code", wobble(55.0, 1.0), age_s=60)
+    make_speed_run(root, "b-code", "dspark", "code", wobble(68.0, 1.0)[:8], fingerprint="fp-other")
+    make_speed_run(root, "a-prose", "all-three", "prose", wobble(45.0, 1.0), age_s=60)
+    make_speed_run(root, "b-prose", "dspark", "prose", wobble(43.0, 1.0), sampling="sampled")
+    make_speed_run(root, "a-arith", "all-three", "arith", wobble(45.0, 1.0), age_s=60, complete=False)
+    make_speed_run(root, "b-arith", "dspark", "arith", wobble(43.0, 1.0))
+    make_speed_run(root, "a-synthetic", "all-three", "synthetic", wobble(45.0, 1.0), age_s=60)
+    make_speed_run(root, "b-synthetic", "dspark", "synthetic", wobble(60.0, 1.0), failed=(0, 5))
+    result = by_name(per_workload.compare_profiles(["all-three", "dspark"], root))
+    assert result["code"].status == "not comparable" and "different prompt sets" in result["code"].detail
+    assert result["code"].produce == [f"invoke bench --profile dspark --workload code --count {N} --greedy "
+                                      "--max-tokens 512"]
+    assert "sampling: all-three greedy, dspark sampled" in result["prose"].detail
+    assert "all-three's run a-arith did not complete" in result["arith"].detail
+    # failed requests leave their items out of the pairs, and the output says so
+    synthetic = result["synthetic"]
+    assert synthetic.status == "compared" and synthetic.paired.n == N - 2 and synthetic.excluded_items == 2
+    assert synthetic.recommendation.profile == "dspark"
+
+
+@pytest.mark.parametrize(
+    ("setup", "profiles", "message"),
+    [
+        ("dspark-missing", ["all-three", "dspark"],
+         "no finished bench run labelled 'dspark' under .*: deploy it \\(invoke deploy --profile dspark\\) and run "
+         "invoke bench --profile dspark --workload code --count 20 --greedy --max-tokens 512"),
+        ("nothing-shared", ["all-three", "dspark"],
+         "no workload to compare between all-three and dspark: code: no code run of dspark .* run: invoke bench "
+         "--profile dspark --workload code"),
+        ("dspark-missing", ["all-three", "dspark", "mtp"], "takes two different profiles"),
+        ("dspark-missing", ["all-three", "all-three"], "takes two different profiles"),
+    ],
+)
+def test_errors_name_what_is_missing_and_the_command(tmp_path, setup, profiles, message):
+    root = tmp_path / "runs"
+    make_speed_run(root, "a-code", "all-three", "code", wobble(55.0, 1.0))
+    if setup == "nothing-shared":
+        make_speed_run(root, "b-prose", "dspark", "prose", wobble(43.0, 1.0))
+    with pytest.raises(per_workload.ProfileCompareError, match=message):
+        per_workload.compare_profiles(profiles, root)
