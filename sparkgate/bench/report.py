@@ -19,11 +19,11 @@ def _pct(value: float | None, reference: float | None) -> float | None:
     return 100.0 * (value - reference) / reference
 
 
-def _min_accept(profile: str) -> float:
+def _min_accept(profile: str, key: str = "mtp") -> float:
     try:
         from sparkgate import profiles
 
-        return profiles.load(profile).profile.optimizations.mtp.min_accept_length
+        return getattr(profiles.load(profile).profile.optimizations, key).min_accept_length
     except Exception:  # a profile renamed or removed since the run: the shipped default
         return DEFAULT_MIN_ACCEPT
 
@@ -101,9 +101,10 @@ def _flags(run: runs.Run, numbers: dict, base: dict, is_base: bool) -> list[str]
     if not is_base and requested and speed is not None and base_speed and speed < base_speed:
         flags.append(f"{REGRESSION}: decodes slower than the baseline ({speed:.2f} vs {base_speed:.2f} tok/s, "
                      f"{_pct(speed, base_speed):+.1f} %): a stacked profile must never be slower")
-    if "mtp" in requested:
+    speculative = next((key for key in ("mtp", "dspark") if key in requested), None)
+    if speculative:
         accept = numbers.get("accept_length")
-        floor = _min_accept(run.profile)
+        floor = _min_accept(run.profile, speculative)
         if accept is None:
             flags.append("accept length not reported: the engine returned no per-request spec fields on this api "
                          "(use --api generate, or an SGLang that returns sglext.spec_tokens_details)")

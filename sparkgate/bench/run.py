@@ -19,6 +19,10 @@ class BenchError(Refusal, RuntimeError):
     pass
 
 
+# Optimizations that decode speculatively: their runs ask for, and report, per-request accept lengths.
+SPECULATIVE = ("mtp", "dspark")
+
+
 @dataclass(frozen=True)
 class BenchOptions:
     profile: str
@@ -134,7 +138,8 @@ def bench(options: BenchOptions, say: Callable[[str], None] = print) -> BenchRes
     sampling = harness.PUBLISHED_SAMPLED if sampling_name == "sampled" else harness.GREEDY
     max_tokens = options.max_tokens or workload.default_max_tokens
     target_spec = harness.Target(url=url, model=profile.model.served_name, api=options.api, api_key=api_key,
-                                 time_scale=time_scale, spec_details="mtp" in requested)
+                                 time_scale=time_scale,
+                                 spec_details=any(key in requested for key in SPECULATIVE))
     root = options.out_root or runs.bench_root()
     run_id = runs.new_run_id(profile.name, workload.name, root)
     run_dir = root / run_id
@@ -158,6 +163,9 @@ def bench(options: BenchOptions, say: Callable[[str], None] = print) -> BenchRes
     results = stats.summarize(rows)
     accept = results["accept_length"] if "mtp" in requested else None
     try:  # never lose a measured run to a config.json the roofline cannot model
+        if "dspark" in requested:
+            raise roofline.RooflineError("the roofline models NEXTN/MTP cycles, not DSpark block drafting (a dense "
+                                         "drafter proposing a whole block per pass): no bound for this profile")
         line, source = roofline_for(profile, accept_length=accept, context_tokens=_context_tokens(rows),
                                     config=options.config, bandwidth_gb_s=options.bandwidth_gb_s)
         roof = {

@@ -100,3 +100,20 @@ def test_broken_draft_is_slower_than_baseline_and_flagged(start_profile, tmp_pat
     assert len(comparison.regressions) == 2
     text = report.render(comparison)
     assert "REGRESSION" in text and "all-three [draft-lm-head-unshared]" in text
+
+
+def test_code_and_prose_in_one_bench_one_run_each(start_profile, tmp_path):
+    from sparkgate.bench import workloads
+
+    sim = start_profile("all-three", FAST_START, scale=SCALE)
+    options = bench_run.BenchOptions(profile="all-three", count=3, api="chat", max_tokens=48, url=sim.base_url,
+                                     time_scale=SCALE, target="sim", out_root=tmp_path / "runs", progress=False)
+    results = bench_run.bench_each(options, workloads.expand("code,prose"), say=lambda _line: None)
+    assert [r.summary["workload"]["name"] for r in results] == ["code", "prose"]
+    for result, built in zip(results, (workloads.code(3), workloads.prose(3)), strict=True):
+        summary = runs.load(result.run_dir).summary
+        assert summary["complete"] and summary["workload"]["fingerprint"] == built.fingerprint()
+        assert summary["protocol"]["sampling"]["name"] == "greedy"  # the speed workloads' default
+        assert not summary["workload"]["scored"] and summary["results"]["scored"] == 0
+        assert summary["results"]["completion_tokens"] == 3 * 48
+        assert summary["results"]["accept_length"] is not None  # asked for: all-three speculates
