@@ -59,16 +59,33 @@ def _duplicate_problems(ctx: RuleContext) -> list[Problem]:
 
 def _outside_owner_problems(ctx: RuleContext) -> list[Problem]:
     """A flag an optimization owns (its OWNED_FLAGS), asked for while that optimization is off: SGLang would
-    run it and the gate would never check it. The owner's own settings produce it when enabled."""
+    run it and the gate would never check it. The owner's own settings produce it when enabled; so may
+    another ENABLED optimization's module (DSpark's draft path is a speculative flag MTP owns), whose own
+    rules and checks gate it. A flag owned for one value (--speculative-algorithm DSPARK) is judged by that
+    owner alone, not also by an owner of any value."""
+    enabled = {f"optimizations.{key}" for key in ctx.profile.requested()}
     problems = []
-    for key, module in REGISTRY.items():
-        if getattr(ctx.profile.optimizations, key).enabled:
+    for occurrence in ctx.plan.options:
+        if occurrence.field in enabled or occurrence.option is None:
             continue
-        for flag, owned_values in module.OWNED_FLAGS.items():  # values None: owned whatever the value
-            for occurrence in ctx.plan.options_for(flag):  # any spelling SGLang would accept
-                if owned_values is None or occurrence.parsed.values == owned_values:
-                    problems.append(_outside_owner(ctx, key, module, occurrence))
+        owners = _owners_of(occurrence)
+        specific = [(key, module) for key, module in owners if module.OWNED_FLAGS[occurrence.option] is not None]
+        for key, module in specific or owners:
+            if not getattr(ctx.profile.optimizations, key).enabled:
+                problems.append(_outside_owner(ctx, key, module, occurrence))
     return problems
+
+
+def _owners_of(occurrence) -> list[tuple[str, object]]:
+    """Optimizations owning this flag, for any value (None) or for exactly the value asked."""
+    owners = []
+    for key, module in REGISTRY.items():
+        if occurrence.option not in module.OWNED_FLAGS:
+            continue
+        owned_values = module.OWNED_FLAGS[occurrence.option]
+        if owned_values is None or occurrence.parsed.values == owned_values:
+            owners.append((key, module))
+    return owners
 
 
 def _outside_owner(ctx: RuleContext, key: str, module, occurrence) -> Problem:

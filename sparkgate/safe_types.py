@@ -13,6 +13,10 @@ from pydantic import AfterValidator
 _PATH_CHARACTERS = re.compile(r"[A-Za-z0-9._/@+-]+")
 _SERVED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/@+-]{0,127}")
 _CLASS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+# A full commit hash: a branch or tag name moves, so only a commit pins what was downloaded.
+_GIT_REVISION = re.compile(r"[0-9a-f]{40}")
+# Hugging Face Hub `owner/name` (it reaches a download command shown to the operator).
+_HUB_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 
 
 def _container_path(value: str) -> str:
@@ -43,3 +47,9 @@ ServedName = Annotated[
     str, AfterValidator(_pattern(_SERVED_NAME, "served model name (letters, digits and . _ / @ + -, up to 128)"))
 ]
 ClassName = Annotated[str, AfterValidator(_pattern(_CLASS_NAME, "Python class name"))]
+GitRevision = Annotated[
+    str, AfterValidator(_pattern(_GIT_REVISION, "full commit hash (40 lower-case hex digits, not a branch or tag)"))
+]
+HubRepo = Annotated[
+    str, AfterValidator(_pattern(_HUB_REPO, "Hugging Face repository (owner/name: letters, digits and . _ -)"))
+]

@@ -28,6 +28,14 @@ SPECULATIVE_NUM_STEPS = "--speculative-num-steps"
 SPECULATIVE_EAGLE_TOPK = "--speculative-eagle-topk"
 SPECULATIVE_NUM_DRAFT_TOKENS = "--speculative-num-draft-tokens"
 SPECULATIVE_TOKEN_MAP = "--speculative-token-map"
+SPECULATIVE_DSPARK_BLOCK_SIZE = "--speculative-dspark-block-size"
+SPECULATIVE_DSPARK_SPS_TABLE_PATH = "--speculative-dspark-sps-table-path"
+SPECULATIVE_DSPARK_CONFIDENCE_STS_PATH = "--speculative-dspark-confidence-sts-path"
+SPECULATIVE_DSPARK_ALIGN_VERIFY_TOKENS = "--speculative-dspark-align-verify-tokens-to-graph-tier"
+ENABLE_LINEAR_REPLAYSSM_SPEC = "--enable-linear-replayssm-spec"
+LINEAR_REPLAYSSM_CACHE_LEN = "--linear-replayssm-cache-len"
+ENABLE_LINEAR_REPLAYSSM = "--enable-linear-replayssm"
+LINEAR_ATTN_DECODE_BACKEND = "--linear-attn-decode-backend"
 ENABLE_METRICS = "--enable-metrics"
 DECODE_LOG_INTERVAL = "--decode-log-interval"
 
@@ -37,6 +45,18 @@ SPECULATIVE_FLAGS = (
     SPECULATIVE_NUM_STEPS,
     SPECULATIVE_EAGLE_TOPK,
     SPECULATIVE_NUM_DRAFT_TOKENS,
+)
+
+# Flags only optimizations.dspark may set: the block size and ragged-verify knobs DSpark alone reads
+# (arg_groups/speculative_hook.py), and the linear-attention spec-verify ring it is launched with
+# (arg_groups/attention_hook.py; SGLang would also take the ring with NEXTN, which sparkgate does not launch).
+DSPARK_FLAGS = (
+    SPECULATIVE_DSPARK_BLOCK_SIZE,
+    SPECULATIVE_DSPARK_SPS_TABLE_PATH,
+    SPECULATIVE_DSPARK_CONFIDENCE_STS_PATH,
+    SPECULATIVE_DSPARK_ALIGN_VERIFY_TOKENS,
+    ENABLE_LINEAR_REPLAYSSM_SPEC,
+    LINEAR_REPLAYSSM_CACHE_LEN,
 )
 
 # --- environment variables ------------------------------------------------------------------------

@@ -15,10 +15,11 @@ A new optimization is its module, a REGISTRY entry, model.Optimizations (built f
 and its docs page; evidence/, sentinel/ and rules.py read everything else from here.
 """
 
-from sparkgate.optimizations import fp8_lm_head, humming, mtp
+from sparkgate.optimizations import dspark, fp8_lm_head, humming, mtp
 
 REGISTRY = {
     humming.KEY: humming,
     fp8_lm_head.KEY: fp8_lm_head,
     mtp.KEY: mtp,
+    dspark.KEY: dspark,
 }

@@ -7,7 +7,7 @@ import pytest
 from sparkgate import profiles
 from sparkgate import sglang_flags as F
 
-SHIPPED = ["baseline", "humming", "fp8-lm-head", "humming-fp8", "mtp", "all-three"]
+SHIPPED = ["baseline", "humming", "fp8-lm-head", "humming-fp8", "mtp", "all-three", "dspark"]
 NEXTN = [
     F.SPECULATIVE_ALGORITHM, "NEXTN",
     F.SPECULATIVE_NUM_STEPS, "3",
@@ -40,6 +40,7 @@ def test_profile_loads_and_names_match(name):
         ("humming-fp8", ["humming", "fp8_lm_head"]),
         ("mtp", ["mtp"]),
         ("all-three", ["humming", "fp8_lm_head", "mtp"]),
+        ("dspark", ["humming", "fp8_lm_head", "dspark"]),
     ],
 )
 def test_requested_optimizations(name, requested):
