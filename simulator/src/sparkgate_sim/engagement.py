@@ -22,6 +22,9 @@ PLUGINS_ENV = C.env("plugins")
 TARGET_MOE_LAYERS = 31
 DRAFT_MOE_LAYERS = 1
 DRAFT_MODEL_CLASS = C.class_name("nextn_draft")
+DSPARK_DRAFT_CLASS = C.class_name("dspark_draft")
+# The probe's AFTER hooks (sparkgate_probe.hooks.HOOK_TARGETS) and the event each records when it runs.
+HOOK_TARGETS = tuple(C.hook_target(k) for k in ("load_model", "init_lm_head", "dspark_worker_init", "get_internal_state"))
 LM_HEAD_CLASS = C.class_name("lm_head")
 BF16_HEAD = {"quant_method": C.class_name("unquantized_embedding_method"), "weight_dtype": C.dtype("bf16"),
              "has_weight_scale": False}
@@ -46,15 +49,26 @@ class Engaged:
     humming: bool  # Humming MoE kernels really run
     moe_key: str  # "<QuantMethodClass>/<runner_backend>" of every target FusedMoE layer
     fp8_lm_head: bool  # the target's LM head is FP8 with scales
-    draft_loaded: bool  # the NEXTN draft model loaded (MTP active)
+    draft_loaded: bool  # a draft model loaded (speculation active): the NEXTN layer or the DSpark drafter
     module_shared: bool  # the draft uses the target's LM-head module (not only its weight tensor)
     cuda_graph: bool  # decode runs from captured CUDA graphs
     probe_installed: bool  # SGLANG_PLUGINS names the engagement probe
+    dspark: bool = False  # the draft is the DSpark drafter (DSparkWorkerV2), not NEXTN
+    dspark_draft_graph: bool = False  # DSpark: the drafter captured its CUDA graph
+    dspark_proposal_folded: bool = False  # DSpark: the block proposal is folded into that graph
 
     @property
     def draft_reads_fp8_without_scales(self) -> bool:
-        """The trap: an FP8 target head whose tensor the draft's BF16 method reads without scales."""
-        return self.draft_loaded and self.fp8_lm_head and not self.module_shared
+        """The NEXTN trap: an FP8 target head whose tensor the draft's BF16 method reads without scales."""
+        return self.draft_loaded and not self.dspark and self.fp8_lm_head and not self.module_shared
+
+    @property
+    def draft_broken(self) -> bool:
+        """Drafts that (almost) never match: the NEXTN trap above, or a DSpark drafter on its own vocab
+        modules (its checkpoint ships no trained LM head: SGLang skips `lm_head.*` weights)."""
+        if self.dspark:
+            return self.draft_loaded and not self.module_shared
+        return self.draft_reads_fp8_without_scales
 
 
 def _resolved_moe_key(req: Requested, backend: str, fallback: bool) -> str:
@@ -70,27 +84,43 @@ def decide(
 ) -> Engaged:
     fallback = board.loaded_with(faults.HUMMING_FALLBACK)
     fp8 = req.fp8_lm_head and image.knows(FP8_LM_HEAD_ENV) and not board.loaded_with(faults.FP8_ENV_IGNORED)
-    draft = req.mtp and not board.loaded_with(faults.MTP_DRAFT_MISSING)
-    shared = (
-        draft
-        and image.draft_shares_lm_head_module
-        and not req.token_map
-        and not board.loaded_with(faults.DRAFT_LM_HEAD_UNSHARED)
-    )
+    unshared = board.loaded_with(faults.DRAFT_LM_HEAD_UNSHARED)
+    cuda_graph = req.cuda_graph and not board.loaded_with(faults.CUDA_GRAPH_OFF)
     plugins = [p.strip() for p in env.get(PLUGINS_ENV, "").split(",")]
+    if req.dspark:
+        # Stock DSparkWorkerV2 attaches the target's own embedding and LM-head modules (no fork patch);
+        # an empty drafter directory stops the engine before anything engages (startup.py).
+        draft, shared = True, not unshared
+        draft_graph = cuda_graph and not board.loaded_with(faults.DSPARK_DRAFT_GRAPH_DISABLED)
+        folded = draft_graph and not board.loaded_with(faults.DSPARK_PROPOSAL_EAGER)
+    else:
+        draft = req.mtp and not board.loaded_with(faults.MTP_DRAFT_MISSING)
+        shared = draft and image.draft_shares_lm_head_module and not req.token_map and not unshared
+        draft_graph = folded = False
     return Engaged(
         humming=req.humming and not fallback,
         moe_key=_resolved_moe_key(req, resolved_backend, fallback),
         fp8_lm_head=fp8,
         draft_loaded=draft,
         module_shared=shared,
-        cuda_graph=req.cuda_graph and not board.loaded_with(faults.CUDA_GRAPH_OFF),
+        cuda_graph=cuda_graph,
         probe_installed=PROBE_PLUGIN in plugins,
+        dspark=req.dspark,
+        dspark_draft_graph=draft_graph,
+        dspark_proposal_folded=folded,
     )
 
 
 def _head_record(fields: Mapping[str, Any]) -> dict[str, Any]:
     return {"module_class": LM_HEAD_CLASS, **fields}
+
+
+def hooks_called(engaged: Engaged) -> list[str]:
+    """The probe's hook events in first-call order (sparkgate_probe.report)."""
+    called = ["load_model/target"]
+    if engaged.draft_loaded:
+        called += ["load_model/draft", "dspark_worker_init" if engaged.dspark else "init_lm_head"]
+    return [*called, "get_internal_state"]
 
 
 def probe_report(engaged: Engaged) -> dict[str, Any]:
@@ -105,8 +135,21 @@ def probe_report(engaged: Engaged) -> dict[str, Any]:
         },
         "draft": None,
         "lm_head_sharing": None,
+        "hooks_registered": sorted(HOOK_TARGETS),
+        "hooks_attached": dict.fromkeys(HOOK_TARGETS, True),
+        "hooks_called": hooks_called(engaged),
+        "errors": [],
     }
-    if engaged.draft_loaded:
+    if engaged.dspark:
+        # A dense drafter: no MoE layers. Shared: the target's head module itself (FP8 when engaged);
+        # otherwise its own BF16 embedding and head, with their own tensors.
+        report["draft"] = {
+            "model_class": DSPARK_DRAFT_CLASS,
+            "lm_head": dict(target_head) if engaged.module_shared else _head_record(BF16_HEAD),
+            "moe_layers": {},
+        }
+        report["lm_head_sharing"] = {"module_shared": engaged.module_shared, "weight_shared": engaged.module_shared}
+    elif engaged.draft_loaded:
         if engaged.module_shared:
             draft_head = dict(target_head)
         else:

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkgate import conformance as C
-from sparkgate_sim import faults, reasoning, sglang_env, textgen, timing
+from sparkgate_sim import faults, reasoning, sglang_env, textgen, timing, workload
 from sparkgate_sim.cli import EngineArgs
+from sparkgate_sim.dspark_records import InfoRecords, ragged_verify_mode
 from sparkgate_sim.engagement import Engaged, decide, probe_report
 from sparkgate_sim.image import FP8_LM_HEAD_ENV, IMAGES, exportable_env_vars
 from sparkgate_sim.knobs import Knobs
@@ -76,7 +77,10 @@ class Engine:
         self.knobs = knobs
         self.log = log
         self.image = IMAGES[knobs.image]
-        self.resolved = resolve(args)  # may raise ResolutionError before anything starts
+        # may raise ResolutionError before anything starts; an empty DSpark drafter directory changes
+        # only what resolution logs (startup.py re-resolves for that) and how far startup gets
+        self.resolved = resolve(args, draft_config_readable=faults.DSPARK_DRAFTER_MISSING
+                                not in {f.name for f in knobs.faults})
         self.requested = requested(args, self.env)
         self.board = faults.FaultBoard(knobs.faults)
         self.served_model_name = self.resolved["served_model_name"]
@@ -110,6 +114,8 @@ class Engine:
         self.window = DecodeWindow()
         self.spec_total_accepted = 0
         self.spec_total_verify_ct = 0
+        self.dspark_records = InfoRecords(self.env, gamma=self.num_draft_tokens - 1,
+                                          verify_num_draft_tokens=self.num_draft_tokens)
         self.last_gen_throughput = 0.0
         self.ready_at: float | None = None
 
@@ -142,6 +148,9 @@ class Engine:
                 fp8_lm_head=engaged.fp8_lm_head,
                 speculative=engaged.draft_loaded,
                 cuda_graph=engaged.cuda_graph,
+                dspark=engaged.dspark,
+                dspark_draft_graph=engaged.dspark_draft_graph,
+                dspark_proposal_folded=engaged.dspark_proposal_folded,
             )
         return engaged
 
@@ -231,6 +240,12 @@ class Engine:
         accept = self.avg_spec_accept_length()
         if accept is not None:
             state["avg_spec_accept_length"] = accept
+        engaged = self.engaged
+        if engaged is not None and engaged.dspark:
+            with self._lock:
+                record = self.dspark_records.dump()
+            if record is not None:  # only with SGLANG_DSPARK_DEBUG_DUMP / SGLANG_DSPARK_ENABLE_SPS_RECORD
+                state[C.string_("internal_state_dspark_info_record")] = record
         if sglang_env.is_true(self.env, EXPOSE_OWN_ENV_VARS):
             state["env_vars"] = exportable_env_vars(self.image, self.visible_env)
         engaged = self.engaged
@@ -244,7 +259,9 @@ class Engine:
             ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend"), 0.0
         )
         if engaged is not None and engaged.cuda_graph:
-            if engaged.draft_loaded:
+            if engaged.dspark:  # the drafter captures one graph (phase draft_decode), and only with memory
+                graphs.update(target_verify=0.62, draft_decode=0.18 if engaged.dspark_draft_graph else 0.0)
+            elif engaged.draft_loaded:
                 graphs.update(target_verify=0.62, draft_decode=0.18, draft_extend=0.21)
             else:
                 graphs["decode"] = 0.55
@@ -283,14 +300,18 @@ class Engine:
             degrade = self.board.runtime(faults.DEGRADE_AFTER)
             degraded = degrade is not None and self.finished_requests >= degrade.count()
             queued_sim = (time.monotonic() - received) / self.knobs.time_scale
+        kind = workload.classify(req.prompt_key)
         accept_length = timing.accept_length_for(
-            seed, max_len=self.num_draft_tokens, broken=engaged.draft_reads_fp8_without_scales, degraded=degraded
+            seed, max_len=self.num_draft_tokens, broken=engaged.draft_broken, degraded=degraded,
+            nominal=timing.nominal_accept_length(engaged.dspark, kind),
         )
         thinks = textgen.model_thinks(req.prompt_key)
         limit = req.max_new_tokens if req.max_new_tokens is not None else textgen.natural_length(seed, thinks)
         limit = max(1, limit)
         phase = (seed % 997) / 997.0  # where in the 2-2-3 pattern this request starts
         self.log.scheduler(prefill_line(req.prompt_tokens, self.queued, self._usage(req.prompt_tokens)))
+        with self._lock:
+            self.dspark_records.note_non_decode_step()
         ttft = timing.ttft_s(req.prompt_tokens)
         start = time.monotonic()
         sim_elapsed = ttft
@@ -389,6 +410,8 @@ class Engine:
                 w.verify_ct += 1
                 w.accepted_tokens += k
                 w.correct_drafts += k - 1
+            if engaged.dspark and self.speed is not None:
+                self.dspark_records.observe(self.forward_ct_decode, dt, self.speed.draft_part_s())
             if self.metrics is not None:
                 mode = C.string_("cuda_graph_mode_graph" if engaged.cuda_graph else "cuda_graph_mode_eager")
                 with self.metrics.registry.lock:
@@ -402,13 +425,19 @@ class Engine:
         self.last_gen_throughput = w.tokens / w.sim_seconds if w.sim_seconds > 0 else 0.0
         usage = C.log_line("token_usage_part", usage=self._usage(seq_len))
         msg = C.log_line("decode_batch", iter="", running=1, usage=f"#token: {seq_len}, {usage}, ")
-        accept_len = accept_rate = 0.0
+        accept_len = accept_rate = block_accept_len = 0.0
         if spec and w.verify_ct:
             accept_len = w.accepted_tokens / w.verify_ct
             accept_rate = w.correct_drafts / (w.verify_ct * (self.num_draft_tokens - 1))
             self.spec_total_accepted += w.accepted_tokens
             self.spec_total_verify_ct += w.verify_ct
             msg += C.log_line("decode_accept", accept_len=accept_len, accept_rate=accept_rate)
+            if engaged.dspark and ragged_verify_mode(self.env) == "cap-accept":
+                # Batch 1: the budget never trims the window, so every verify step is capped at the full
+                # window and the uncapped block accept equals the committed one.
+                block_accept_len = accept_len
+                msg += C.log_line("decode_cap_len", cap_len=float(self.num_draft_tokens))
+                msg += C.log_line("decode_block_accept", block_accept_len=block_accept_len)
         msg += C.log_line("decode_tail", graph_label=GRAPH_LABEL, cuda_graph=engaged.cuda_graph,
                           throughput=self.last_gen_throughput, queue=self.queued)
         self.log.scheduler(msg)
@@ -423,6 +452,7 @@ class Engine:
                 m.is_cuda_graph.set(labels, 1.0 if engaged.cuda_graph else 0.0)
                 m.spec_accept_length.set(labels, accept_len)
                 m.spec_accept_rate.set(labels, accept_rate)
+                m.spec_block_accept_length.set(labels, block_accept_len)
                 if spec:
                     m.spec_num_steps.set(labels, self.resolved["speculative_num_steps"])
                     m.spec_num_draft_tokens.set(labels, self.num_draft_tokens)

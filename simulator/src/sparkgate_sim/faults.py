@@ -25,6 +25,10 @@ SLOW_START = "slow-start"
 CRASH_AFTER_READY = "crash-after-ready"
 DEGRADE_AFTER = "degrade-after"
 PROBE_MISSING = "probe-missing"
+# DSpark only (no effect on another algorithm): the drafter's degraded modes and an empty drafter directory.
+DSPARK_DRAFT_GRAPH_DISABLED = "dspark-draft-graph-disabled"
+DSPARK_PROPOSAL_EAGER = "dspark-proposal-eager"
+DSPARK_DRAFTER_MISSING = "dspark-drafter-missing"
 
 LOAD_TIME = frozenset(
     {
@@ -36,6 +40,9 @@ LOAD_TIME = frozenset(
         CRASH_AT_LOAD,
         HANG_AT_LOAD,
         SLOW_START,
+        DSPARK_DRAFT_GRAPH_DISABLED,
+        DSPARK_PROPOSAL_EAGER,
+        DSPARK_DRAFTER_MISSING,
     }
 )
 RUNTIME = frozenset({CRASH_AFTER_READY, DEGRADE_AFTER, PROBE_MISSING})

@@ -144,6 +144,11 @@ class EngineMetrics:
         self.spec_accept_rate = r.add(
             Gauge(C.metric("spec_accept_rate"), "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).")
         )
+        self.spec_block_accept_length = r.add(
+            Gauge(C.metric("spec_block_accept_length"),
+                  "Mean uncapped full-block accept length per verify step (accept + cap-trimmed drafts; exact only "
+                  "in DSpark cap-accept mode).")
+        )
         self.spec_num_steps = r.add(Gauge(C.metric("spec_num_steps"), "Currently active speculative_num_steps."))
         self.spec_num_draft_tokens = r.add(
             Gauge(C.metric("spec_num_draft_tokens"), "Currently active speculative_num_draft_tokens.")

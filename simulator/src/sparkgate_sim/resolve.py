@@ -2,7 +2,10 @@
 
 Only argv and env decide behaviour (never profile names): Humming is `--moe-runner-backend humming`,
 the FP8 head is `SGLANG_ENABLE_FP8_LM_HEAD` read as SGLang's EnvBool reads it (legacy `SGL_` spelling
-included; `on` is invalid and leaves it off), MTP is `--speculative-algorithm NEXTN|EAGLE`.
+included; `on` is invalid and leaves it off), MTP is `--speculative-algorithm NEXTN|EAGLE`, DSpark is
+`--speculative-algorithm DSPARK` (resolved as sglang/srt/arg_groups/speculative_hook.py `_handle_dspark`
+does: not aliased, steps and top-k forced to 1, gamma from the block size or the drafter's config).
+A flag given twice keeps its last value (argparse), so NEXTN and DSPARK cannot both be asked for.
 """
 
 from __future__ import annotations
@@ -20,6 +23,12 @@ MODEL_TYPE = "bailing_hybrid"  # sglang/srt/configs/bailing_hybrid.py
 HUMMING_BACKEND = C.string_("moe_backend_humming")
 EAGLE = C.string_("spec_algorithm_eagle")
 MTP_ALGORITHMS = (C.string_("spec_algorithm_nextn"), EAGLE)
+DSPARK = C.string_("spec_algorithm_dspark")
+DRAFTER_BLOCK_SIZE = 8  # block_size in the Ling-3.0-flash-dspark drafter's config.json
+DEFAULT_DSPARK_GAMMA = 7  # sglang/srt/speculative/dspark_components/dspark_config.py
+SPEC_MAX_RUNNING_REQUESTS = 48
+DEFAULT_LINEAR_ATTN_BACKEND = "triton"
+RING_DECODE_BACKENDS = ("triton", "flashinfer")
 # Every built-in speculative algorithm name of 0.5.23; anything else fails resolution.
 KNOWN_SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
 DEFAULT_SPEC_PARAMS = (3, 1, 4)  # _auto_choose_speculative_params for Bailing archs
@@ -43,6 +52,7 @@ class Requested:
     cuda_graph: bool
     fp32_lm_head: bool
     token_map: bool  # --speculative-token-map: SGLang then skips the draft's LM-head module share
+    dspark: bool = False  # --speculative-algorithm DSPARK
 
 
 # Resolved defaults of the fields the bundle and the gate look at (ServerArgs has ~500 more).
@@ -87,7 +97,15 @@ _DEFAULTS: dict[str, Any] = {
     "speculative_moe_runner_backend": None,
     "speculative_draft_model_quantization": None,
     "speculative_token_map": None,
+    "speculative_draft_model_revision": None,
+    "speculative_dspark_block_size": None,
     "mamba_radix_cache_strategy": "extra_buffer",
+    "mamba_ssm_dtype": None,
+    "linear_attn_backend": DEFAULT_LINEAR_ATTN_BACKEND,
+    "linear_attn_decode_backend": None,
+    "enable_linear_replayssm": False,
+    "linear_replayssm_cache_len": 16,
+    "enable_linear_replayssm_spec": False,
 }
 
 
@@ -106,6 +124,7 @@ def requested(args: EngineArgs, env: Mapping[str, str]) -> Requested:
         cuda_graph=not args.get("disable_cuda_graph", False) and decode_graph != "disabled",
         fp32_lm_head=bool(args.get("enable_fp32_lm_head", False)),
         token_map=args.get("speculative_token_map") is not None,
+        dspark=spec_algorithm(args) == DSPARK,
     )
 
 
@@ -115,12 +134,19 @@ def _bs_list(value: Any) -> list[int]:
     return [int(v) for v in (value if isinstance(value, list) else [value])]
 
 
-def resolve(args: EngineArgs) -> dict[str, Any]:
+def resolve(args: EngineArgs, *, draft_config_readable: bool = True) -> dict[str, Any]:
     """The resolved args as `server_args.resolved_dict()` would report them."""
+    return resolve_logged(args, draft_config_readable=draft_config_readable)[0]
+
+
+def resolve_logged(args: EngineArgs, *, draft_config_readable: bool = True) -> tuple[dict[str, Any], list[str]]:
+    """(resolved args, the lines SGLang logs while resolving them, in order). `draft_config_readable`:
+    whether the drafter's config.json can be read (a DSpark drafter directory may be empty)."""
     algorithm = spec_algorithm(args)
+    logged: list[str] = []
     if algorithm is not None and algorithm not in KNOWN_SPEC_ALGORITHMS:
         raise ResolutionError(f"Unknown speculative algorithm name: {args.get('speculative_algorithm')}")
-    if algorithm is not None and algorithm not in MTP_ALGORITHMS:
+    if algorithm is not None and algorithm not in (*MTP_ALGORITHMS, DSPARK):
         raise ResolutionError(
             f"speculative algorithm {algorithm} needs a separate draft model; this checkpoint ships NEXTN only"
         )
@@ -138,7 +164,10 @@ def resolve(args: EngineArgs) -> dict[str, Any]:
         out["attention_backend"] = "triton"  # "Attention backend not specified. Use triton backend by default."
     if out["context_length"] is None:
         out["context_length"] = DEFAULT_CONTEXT_LEN
-    if algorithm is not None:
+    if algorithm == DSPARK:
+        out["speculative_algorithm"] = DSPARK  # not aliased (speculative_hook.py)
+        logged += _resolve_dspark(out, draft_config_readable)
+    elif algorithm is not None:
         out["speculative_algorithm"] = EAGLE  # NEXTN is EAGLE with the checkpoint's layer (speculative_hook.py)
         steps = out["speculative_num_steps"]
         topk = out["speculative_eagle_topk"]
@@ -160,6 +189,8 @@ def resolve(args: EngineArgs) -> dict[str, Any]:
             out["max_running_requests"] = 48
     if out["max_running_requests"] is None:
         out["max_running_requests"] = DEFAULT_MAX_RUNNING_REQUESTS
+    if out["enable_linear_replayssm_spec"]:
+        logged += _resolve_replayssm_spec(out)
     decode_backend = "disabled" if out["disable_cuda_graph"] else out.get("cuda_graph_backend_decode", "full")
     decode_bs = _bs_list(out.get("cuda_graph_bs_decode"))
     out["cuda_graph_config"] = {
@@ -170,4 +201,74 @@ def resolve(args: EngineArgs) -> dict[str, Any]:
         },
         "prefill": {"backend": "disabled" if out["disable_cuda_graph"] else out.get("cuda_graph_backend_prefill", "disabled")},
     }
-    return out
+    return out, logged
+
+
+def _resolve_dspark(out: dict[str, Any], draft_config_readable: bool) -> list[str]:
+    """speculative_hook.py `_handle_dspark` for a dense drafter on one CUDA device (mutates `out`)."""
+    logged: list[str] = []
+    if out["speculative_draft_model_path"] is None:
+        # The Ling target checkpoint neither bundles dspark_* keys nor ships a dspark/ subfolder.
+        raise ResolutionError(C.log_format("dspark_draft_path_required"))
+    for field, key in (("speculative_num_steps", "dspark_num_steps_override"),
+                       ("speculative_eagle_topk", "dspark_topk_override")):
+        if out[field] is not None and int(out[field]) != 1:
+            logged.append(C.log_line(key, value=out[field]))
+        out[field] = 1
+    if not draft_config_readable:
+        logged.append(C.log_line("dspark_draft_config_unreadable", error=missing_config_error(out)))
+    block_size = out["speculative_dspark_block_size"]
+    gamma: int | None = None
+    if block_size is not None:
+        if int(block_size) <= 0:
+            raise ResolutionError(C.log_line("dspark_block_size_positive", value=block_size))
+        gamma = int(block_size)
+    elif draft_config_readable:
+        gamma = DRAFTER_BLOCK_SIZE
+    elif out["speculative_num_draft_tokens"] is None:
+        gamma = DEFAULT_DSPARK_GAMMA
+        logged.append(C.log_line("dspark_gamma_default", gamma=gamma))
+    if gamma is not None:
+        window = gamma + 1
+        given = out["speculative_num_draft_tokens"]
+        if given is not None and int(given) != window:
+            raise ResolutionError(C.log_line("dspark_num_draft_tokens_mismatch", window=window, gamma=gamma, got=given))
+        out["speculative_num_draft_tokens"] = window
+    if out["max_running_requests"] is None:
+        out["max_running_requests"] = SPEC_MAX_RUNNING_REQUESTS
+        logged.append(C.log_format("spec_max_running_requests_reset"))
+    return logged
+
+
+def _resolve_replayssm_spec(out: dict[str, Any]) -> list[str]:
+    """attention_hook.py's `--enable-linear-replayssm-spec` rules (the ring's size is checked later, at
+    memory-pool setup: see ring_error)."""
+    decode = out["linear_attn_decode_backend"] or out["linear_attn_backend"]
+    if decode not in RING_DECODE_BACKENDS:
+        raise ResolutionError(C.log_line("replayssm_spec_decode_backend", backend=repr(decode)))
+    if out["enable_linear_replayssm"]:
+        raise ResolutionError(C.log_format("replayssm_spec_exclusive"))
+    if out["mamba_ssm_dtype"] is None:
+        out["mamba_ssm_dtype"] = "float32"
+        return [C.log_format("replayssm_spec_mamba_float32")]
+    return []
+
+
+def ring_error(resolved: dict[str, Any]) -> str | None:
+    """The ValueError memory_pool.py raises when it sizes the KDA spec-verify ring, or None."""
+    if not resolved["enable_linear_replayssm_spec"]:
+        return None
+    length = int(resolved["linear_replayssm_cache_len"])
+    if length & (length - 1) != 0:
+        return C.log_line("dspark_ring_not_power_of_two", length=length)
+    tokens = resolved["speculative_num_draft_tokens"]
+    if tokens is not None and length < 2 * int(tokens):
+        return C.log_line("dspark_ring_too_small", length=length, num_draft_tokens=tokens)
+    return None
+
+
+def missing_config_error(resolved: dict[str, Any]) -> str:
+    """What transformers raises for a drafter directory without config.json."""
+    path = resolved["speculative_draft_model_path"]
+    return (f"{path} does not appear to have a file named config.json. Checkout "
+            f"'https://huggingface.co/{path}/tree/None' for available files.")

@@ -7,6 +7,15 @@ from what engaged (see engagement.py), never from fault names:
   - `Capture ... CUDA graph begin/end` only when decode CUDA graphs are captured;
   - `Using indexed gemm for humming moe` only at the first Humming MoE forward (graph capture, or
     the warmup request when graphs are off).
+
+DSpark (`--speculative-algorithm DSPARK`) follows DSparkWorkerV2 (sglang/srt/speculative/dspark_components/
+dspark_worker_v2.py): the drafter's own `Load weight end ... type=LingDSparkModel` (BF16, no quant part),
+then `Initialized DSpark draft runner ...`, then memory pools (where memory_pool.py checks the KDA
+spec-verify ring and may stop the engine), the target verify graph, and `init_cuda_graphs`: the drafter
+captures one `draft verify` graph of gamma + 1 tokens per request, after the proposal is folded into it,
+unless too little memory is left (`Disable DSpark draft cuda graph ...`, no draft graph). An unreadable
+drafter config is logged while resolving and stops the engine when the target's model runner reads the
+drafter's config (spec_aux_hidden_state.py), before any weights load.
 """
 
 from __future__ import annotations
@@ -17,9 +26,9 @@ from typing import TYPE_CHECKING
 
 from sparkgate import conformance as C
 from sparkgate_sim import faults, sglang_env
-from sparkgate_sim.engagement import DRAFT_MODEL_CLASS
+from sparkgate_sim.engagement import DRAFT_MODEL_CLASS, DSPARK_DRAFT_CLASS
 from sparkgate_sim.lifecycle import Restarted
-from sparkgate_sim.resolve import MAX_TOTAL_NUM_TOKENS, MODEL_ARCH
+from sparkgate_sim.resolve import MAX_TOTAL_NUM_TOKENS, MODEL_ARCH, missing_config_error, resolve_logged, ring_error
 from sparkgate_sim.scheduler_lines import prefill_line
 
 if TYPE_CHECKING:
@@ -30,6 +39,14 @@ AVAIL_AT_START_GB = 119.52
 TARGET_WEIGHTS_GB = 61.37  # with the BF16 head (157,184 x 2,560)
 FP8_HEAD_SAVING_GB = 0.40  # the same head in FP8: 0.805 GB -> 0.402 GB
 DRAFT_WEIGHTS_GB = 3.21
+DSPARK_DRAFTER_GB = 2.72  # 1.36B parameters, BF16
+# The drafter's config.json (Ling-3.0-flash-dspark): these are what the runner line reports.
+DSPARK_SAMPLE_FROM_ANCHOR = False
+DSPARK_MASK_TOKEN_ID = 156895  # the simulator's stand-in for the drafter's mask_token_id
+DSPARK_MARKOV_HEAD = C.class_name("dspark_markov_vanilla")
+# What SGLang finds left after the target when the draft graph is disabled (< 1 GB: dspark_worker_v2.py).
+DSPARK_LOW_MEMORY_GB = 0.74
+SGL = "/sgl-workspace/sglang/python/sglang/srt"
 KV_POOL_GB = 24.0
 GRAPH_GB = {"target": 0.62, "draft_decode": 0.18, "draft_extend": 0.21, "decode": 0.55}
 CHECKPOINT_QUANT = "quant=fp8, fmt=e4m3, "  # the checkpoint's quantization_config, not the runtime method
@@ -85,10 +102,17 @@ def _run(engine: Engine, epoch: int) -> None:
         _, warning = sglang_env.read_bool(engine.env, name)
         if warning:  # EnvField.get warns (warnings.warn goes to stderr) and keeps the default
             log.traceback(f"{ENVIRON_PY}: UserWarning: {warning}")
+    dspark = engine.requested.dspark
+    drafter_missing = dspark and board.loaded_with(faults.DSPARK_DRAFTER_MISSING)
+    _, resolution_lines = resolve_logged(engine.args, draft_config_readable=not drafter_missing)
+    for line in resolution_lines:
+        log.info(line)
     log.info(_server_args_line(engine))
     if engine.args.get("attention_backend") is None:
         log.info(C.log_line("attention_backend_default", backend="triton"))
     engine.sleep_sim(phases["init"], epoch)
+    if drafter_missing:
+        _drafter_config_missing(engine)
 
     # -- target weights
     tic = time.monotonic()
@@ -112,22 +136,34 @@ def _run(engine: Engine, epoch: int) -> None:
                              avail=after, usage=target_gb))
     weight_gb = target_gb
 
-    # -- NEXTN draft (same checkpoint)
+    # -- the draft: the NEXTN layer (same checkpoint) or the DSpark drafter (its own BF16 directory)
     if engaged.draft_loaded:
+        draft_class, draft_quant, draft_gb = (
+            (DSPARK_DRAFT_CLASS, "", DSPARK_DRAFTER_GB) if dspark else (DRAFT_MODEL_CLASS, CHECKPOINT_QUANT, DRAFT_WEIGHTS_GB)
+        )
         tic = time.monotonic()
         log.scheduler(C.log_line("load_weight_begin", avail=mem.avail))
         engine.sleep_sim(phases["load_draft_weights"], epoch)
-        _, after = mem.take(DRAFT_WEIGHTS_GB)
+        _, after = mem.take(draft_gb)
         load_weight += elapsed_since(tic)
-        log.scheduler(C.log_line("load_weight_end", elapsed=elapsed_since(tic), model_class=DRAFT_MODEL_CLASS,
-                                 quant=CHECKPOINT_QUANT, avail=after, usage=DRAFT_WEIGHTS_GB))
-        weight_gb += DRAFT_WEIGHTS_GB
+        log.scheduler(C.log_line("load_weight_end", elapsed=elapsed_since(tic), model_class=draft_class,
+                                 quant=draft_quant, avail=after, usage=draft_gb))
+        weight_gb += draft_gb
+        if dspark:
+            _dspark_worker_init_lines(engine)
     startup["load_weight"] = load_weight
 
-    # -- memory pools
+    # -- memory pools (the KDA spec-verify ring is sized here: SGLang only fails this late)
     tic = time.monotonic()
     engine.sleep_sim(phases["kv_cache"], epoch)
-    _, after = mem.take(KV_POOL_GB)
+    ring = ring_error(engine.resolved)
+    if ring is not None:
+        _ring_invalid(engine, ring)
+    kv_gb = KV_POOL_GB
+    if dspark and engaged.cuda_graph and not engaged.dspark_draft_graph:
+        # A larger static pool (e.g. --mem-fraction-static too high) leaves the drafter too little memory.
+        kv_gb = mem.avail - GRAPH_GB["target"] - DSPARK_LOW_MEMORY_GB
+    _, after = mem.take(kv_gb)
     log.scheduler(C.log_line("memory_pool_end", avail=after))
     startup["kv_cache_allocation"] = elapsed_since(tic)
 
@@ -155,7 +191,9 @@ def _run(engine: Engine, epoch: int) -> None:
         graph_times["target"] = elapsed_since(tic)
         log.scheduler(C.log_line("capture_end", name=name, graph=CUDA_GRAPH, bs=bs, elapsed=graph_times["target"],
                                  usage=graph_gb, avail=after))
-        if engaged.draft_loaded:
+        if dspark:
+            _dspark_draft_graph(engine, epoch, mem, phases, graph_times, backend, bs)
+        elif engaged.draft_loaded:
             for kind, tokens, share in (("decode", engine.resolved["speculative_eagle_topk"], 0.5), ("extend", tokens_per_req, 0.5)):
                 tic = time.monotonic()
                 log.scheduler(C.log_line(f"capture_draft_{kind}_begin", backend=backend, tokens=tokens, bs=bs,
@@ -205,6 +243,91 @@ def _run(engine: Engine, epoch: int) -> None:
     # Logged just before /health turns 200, so a client that saw 200 also finds the line.
     log.info(C.log_format("ready"))
     engine.mark_ready(epoch, startup)
+
+
+def _dspark_worker_init_lines(engine: Engine) -> None:
+    """What DSparkWorkerV2.__init__ logs once the drafter loaded (dspark_worker_v2.py)."""
+    resolved = engine.resolved
+    window = int(resolved["speculative_num_draft_tokens"])
+    gamma = window - 1
+    engine.log.scheduler(C.log_line(
+        "dspark_runner_initialized",
+        attention_backend=resolved.get("speculative_draft_attention_backend") or resolved["attention_backend"],
+        model=DSPARK_DRAFT_CLASS, gamma=gamma, verify_num_draft_tokens=window,
+        query_token_num=gamma if DSPARK_SAMPLE_FROM_ANCHOR else gamma + 1,
+        sample_from_anchor=DSPARK_SAMPLE_FROM_ANCHOR, mask_token_id=DSPARK_MASK_TOKEN_ID, markov_head=DSPARK_MARKOV_HEAD,
+    ))
+    engaged = engine.engaged
+    if engaged is not None and not engaged.module_shared:
+        engine.log.scheduler(C.log_format("dspark_own_vocab_modules"))
+
+
+def _dspark_draft_graph(engine: Engine, epoch: int, mem: _Memory, phases: dict, graph_times: dict,
+                        backend: str, bs: list) -> None:
+    """DSparkWorkerV2.init_cuda_graphs: the memory check, the proposal folded (or kept eager), and the
+    drafter's `draft verify` graph of gamma + 1 tokens per request (sample_from_anchor false)."""
+    engaged, log = engine.engaged, engine.log
+    assert engaged is not None
+    if not engaged.dspark_draft_graph:
+        log.scheduler(C.log_line("dspark_draft_graph_disabled", available=mem.avail))
+        return
+    if engaged.dspark_proposal_folded:
+        log.scheduler(C.log_line("dspark_proposal_folded", mode="sampling", suffix=""))
+    else:
+        log.scheduler(C.log_line("dspark_proposal_eager", reason="no markov head"))
+    tokens = engine.num_draft_tokens if not DSPARK_SAMPLE_FROM_ANCHOR else engine.num_draft_tokens - 1
+    tic = time.monotonic()
+    log.scheduler(C.log_line("capture_begin", name="draft verify", graph=CUDA_GRAPH, backend=backend, tokens=tokens,
+                             avail=mem.avail))
+    engine.sleep_sim(phases["capture_draft"], epoch)
+    gb = GRAPH_GB["draft_decode"]
+    _, after = mem.take(gb)
+    graph_times["draft_decode"] = (time.monotonic() - tic) / engine.knobs.time_scale
+    log.scheduler(C.log_line("capture_end", name="draft verify", graph=CUDA_GRAPH, bs=bs,
+                             elapsed=graph_times["draft_decode"], usage=gb, avail=after))
+
+
+def _drafter_config_missing(engine: Engine) -> None:
+    """The target's ModelRunner reads the drafter's config for the DSpark target-hidden capture."""
+    engine.log.scheduler("Scheduler hit an exception: Traceback (most recent call last):")
+    engine.die(
+        1,
+        "Traceback (most recent call last):\n"
+        f'  File "{SGL}/managers/scheduler.py", line 6340, in run_scheduler_process\n'
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)\n"
+        f'  File "{SGL}/model_executor/model_runner.py", line 426, in __init__\n'
+        "    self.init_spec_aux_hidden_state()\n"
+        f'  File "{SGL}/model_executor/model_runner.py", line 598, in init_spec_aux_hidden_state\n'
+        "    resolve_spec_aux_hidden_state_config(\n"
+        f'  File "{SGL}/model_executor/model_runner_components/spec_aux_hidden_state.py", line 74, in '
+        "resolve_spec_aux_hidden_state_config\n"
+        "    _resolve_dflash_aux_hidden_state(\n"
+        f'  File "{SGL}/model_executor/model_runner_components/spec_aux_hidden_state.py", line 211, in '
+        "_resolve_dflash_aux_hidden_state\n"
+        "    draft_model_config = ModelConfig.from_server_args(\n"
+        f'  File "{SGL}/configs/model_config.py", line 955, in from_server_args\n'
+        "    return ModelConfig(\n"
+        f'  File "{SGL}/configs/model_config.py", line 620, in __init__\n'
+        "    get_config(\n"
+        '  File "/usr/local/lib/python3.12/dist-packages/transformers/utils/hub.py", line 553, in cached_files\n'
+        "    raise OSError(\n"
+        f"OSError: {missing_config_error(engine.resolved)}\n"
+        "[rank0]: Received sigquit from a child process. It usually means the child failed.",
+    )
+
+
+def _ring_invalid(engine: Engine, message: str) -> None:
+    engine.log.scheduler("Scheduler hit an exception: Traceback (most recent call last):")
+    engine.die(
+        1,
+        "Traceback (most recent call last):\n"
+        f'  File "{SGL}/managers/scheduler.py", line 6340, in run_scheduler_process\n'
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)\n"
+        f'  File "{SGL}/mem_cache/memory_pool.py", line 826, in __init__\n'
+        "    raise ValueError(\n"
+        f"ValueError: {message}\n"
+        "[rank0]: Received sigquit from a child process. It usually means the child failed.",
+    )
 
 
 def _crash_at_load(engine: Engine) -> None:

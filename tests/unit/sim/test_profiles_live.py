@@ -14,7 +14,9 @@ from tests.plugins.simproc import metric_total, speed_near
 # Published anchors (recipe facts 1.4) and the documented model for the combinations in between.
 SPEED_TOLERANCE = 0.05  # relative; covers the +-0.05 per-prompt accept jitter and sleep granularity
 SPEED_SCALE = 0.04  # 25x real time: decode windows long enough for a stable wall-clock measurement
-PROMPTS = ("Question: what is 17 times 23? Answer step by step.", "Explain batch-1 decoding on a Spark in one line.")
+# Arithmetic (GSM8K-style), the workload of the published anchors; per-workload speeds: test_dspark_timing.py.
+PROMPTS = ("Question: what is 17 times 23? Answer step by step.",
+           "Question: A shop sells 12 pens a day. How many pens does it sell in 9 days?")
 MAX_NEW_TOKENS = 160
 
 
