@@ -116,6 +116,23 @@ def runtime_build() -> dict:
     }
 
 
+SIM_DRAFTER_VOLUME = "sim-dspark-drafter"
+
+
+def drafter_mounts(profile) -> dict:
+    """The DSpark drafter, a second model directory, mounted read-only where the profile's draft path says
+    (empty lists when DSpark is off). The simulator gets an empty named volume there, like its checkpoint."""
+    settings = profile.optimizations.dspark
+    if not settings.enabled:
+        return {"drafter_mounts": [], "sim_drafter_mounts": [], "sim_drafter_volumes": []}
+    name = PurePosixPath(settings.draft_model_path).name
+    return {
+        "drafter_mounts": [f"${{SPARKGATE_DSPARK_DIR:-${{HOME}}/models/{name}}}:{settings.draft_model_path}:ro"],
+        "sim_drafter_mounts": [f"{SIM_DRAFTER_VOLUME}:{settings.draft_model_path}:ro"],
+        "sim_drafter_volumes": [SIM_DRAFTER_VOLUME],
+    }
+
+
 def compose_context(loaded: LoadedProfile, options: RenderOptions, bundle_files: dict[str, str]) -> dict:
     """`bundle_files`: the rendered files the containers read, carried inline as Compose configs."""
     profile = loaded.profile
@@ -174,6 +191,7 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions, bundle_files:
             else runtime_build() if options.build_sections else None
         ),
         "sim_model_mount": f"sim-model:{profile.model.path}:ro",
+        **drafter_mounts(profile),
         "engine_image": engine_image,
         "engine_entrypoint": [
             "sparkgate", "engine", "--launcher", options.target, "--log-file", ENGINE_LOG, "--",

@@ -124,6 +124,7 @@ def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> Deploy
         model_dir = Path(os.environ.get("SPARKGATE_MODEL_DIR", Path.home() / "models" / Path(loaded.profile.model.path).name))
         cache_dir = Path(os.environ.get("SPARKGATE_CACHE_DIR", Path.home() / ".cache" / "sparkgate"))
         findings += preflight.spark_host(model_dir, cache_dir, memory_held_by_own_engine=running)
+        findings += preflight.dspark_drafter(loaded.profile, say=lambda line: say(f"      {line}"))
     if findings[0].ok:
         findings.append(preflight.images_present(sorted(set(images))))
     findings.append(preflight.gateway_port(options.bind, options.port, project if findings[0].ok else None))

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import platform
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkgate.deploy import docker_cli
+from sparkgate.deploy import docker_cli, drafter
 
 # Ling-3.0-flash needs ~60-66 GB of weights plus KV cache and graphs in unified memory; another model
 # still resident (or memory not yet released by a crashed engine) wedges the GB10 driver instead of OOMing.
@@ -153,6 +154,29 @@ def spark_host(model_dir: Path, cache_dir: Path, mem_min_gib: float = SPARK_MIN_
         findings.append(PreflightFinding(f"{sub} cache", ok, str(path) if ok else
                                          f"{path} not writable. Fix: chown it or set SPARKGATE_CACHE_DIR"))
     return findings
+
+
+def dspark_drafter_dir(draft_model_path: str) -> Path:
+    """The host directory rendered compose.yaml mounts at the drafter path (SPARKGATE_DSPARK_DIR)."""
+    default = Path.home() / "models" / Path(draft_model_path).name
+    return Path(os.environ.get("SPARKGATE_DSPARK_DIR", default))
+
+
+def dspark_drafter(profile, say: Callable[[str], None] = lambda _: None,
+                   directory: Path | None = None) -> list[PreflightFinding]:
+    """The DSpark drafter directory, when the profile enables DSpark: one finding per fault (see
+    sparkgate/deploy/drafter.py), or one passing finding."""
+    settings = profile.optimizations.dspark
+    if not settings.enabled:
+        return []
+    directory = directory or dspark_drafter_dir(settings.draft_model_path)
+    pin = drafter.Pin(settings.drafter_repo, settings.drafter_revision, settings.drafter_architecture,
+                      settings.block_size)
+    found = drafter.problems(directory, pin, say)
+    if found:
+        return [PreflightFinding("dspark drafter", False, line) for line in found]
+    return [PreflightFinding("dspark drafter", True, f"{directory}: {settings.drafter_architecture} at "
+                             f"{settings.drafter_revision[:12]}, checksums match the download")]
 
 
 def memory(mem_min_gib: float = SPARK_MIN_MEM_AVAILABLE_GIB) -> PreflightFinding:

@@ -39,7 +39,16 @@ FIELDS = {
     # A declared EnvStr variable (free text as far as SGLang is concerned).
     "env.SGLANG_FP8_IGNORED_LAYERS": lambda v: {"env": {"SGLANG_FP8_IGNORED_LAYERS": v}},
     "env (name)": lambda v: {"env": {v: "1"}},
+    # DSpark's free-text fields: the drafter mount point (a Compose volume target) and the drafter pin
+    # (shown in preflight's download command).
+    "optimizations.dspark.draft_model_path": lambda v: {"optimizations": {"dspark": {"draft_model_path": v}}},
+    "optimizations.dspark.drafter_repo": lambda v: {"optimizations": {"dspark": {"drafter_repo": v}}},
+    "optimizations.dspark.drafter_revision": lambda v: {"optimizations": {"dspark": {"drafter_revision": v}}},
+    "optimizations.dspark.drafter_architecture": lambda v: {
+        "optimizations": {"dspark": {"drafter_architecture": v}}},
 }
+# The shipped profile each field is placed into (all-three unless the field needs DSpark enabled).
+BASES = {field: "dspark" for field in FIELDS if field.startswith("optimizations.dspark.")}
 
 NASTY = [
     '"', "'", "$", "${HOME}", "$$", "${SPARKGATE_API_KEY_FILE:-/etc/shadow}", "{{ 7*7 }}", "{% raw %}", "\\", "\n",
@@ -50,7 +59,7 @@ hostile_text = st.lists(st.one_of(st.sampled_from(NASTY), st.text(max_size=6)), 
 
 
 def _write(tmp_path, field: str, value: str):
-    document = {"name": "hostile", "extends": ["all-three"], "description": "hostile input"}
+    document = {"name": "hostile", "extends": [BASES.get(field, "all-three")], "description": "hostile input"}
     for key, part in FIELDS[field](value).items():
         if isinstance(part, dict) and isinstance(document.get(key), dict):
             document[key].update(part)
@@ -83,18 +92,23 @@ def _field_named(field: str, message: str) -> bool:
 
 
 def _expected_volumes(loaded, target: str) -> list[str]:
-    """The shipped all-three's engine volumes, with only the model path and the Humming cache root moved."""
-    reference = profiles.load("all-three")
+    """The shipped parent's engine volumes, with only the model path, the Humming cache root and the DSpark
+    drafter path moved."""
+    reference = profiles.load(loaded.profile.extends[0])
     shipped = yaml.safe_load(render.render_files(reference, render.RenderOptions(target=target))["compose.yaml"])
     moves = {
         reference.profile.model.path: loaded.profile.model.path,
         str(PurePosixPath(reference.profile.optimizations.humming.cache_dir).parent):
             str(PurePosixPath(loaded.profile.optimizations.humming.cache_dir).parent),
+        reference.profile.optimizations.dspark.draft_model_path: loaded.profile.optimizations.dspark.draft_model_path,
     }
     expected = []
     for volume in shipped["services"]["engine"]["volumes"]:
         source, target_dir, *mode = volume.rsplit(":", 2) if volume.endswith(":ro") else volume.rsplit(":", 1)
-        expected.append(":".join([source, moves.get(target_dir, target_dir), *mode]))
+        moved = moves.get(target_dir, target_dir)
+        if moved != target_dir and source.startswith("${"):  # a host default named after the mount point
+            source = source.replace(f"/{PurePosixPath(target_dir).name}}}", f"/{PurePosixPath(moved).name}}}")
+        expected.append(":".join([source, moved, *mode]))
     return expected
 
 

@@ -286,3 +286,25 @@ def test_top_level_render_refuses_an_unpinned_runtime_base(monkeypatch):
     assert "base_images.runtime-base.digest: observed null" in message and "Fix: run `invoke images.lock`" in message
     # Per-deploy renders build nothing, so they do not need the pin.
     assert render.render_files(profiles.load("all-three"), render.RenderOptions(target="sim"))["compose.yaml"]
+
+
+def test_dspark_drafter_is_a_second_read_only_model_mount():
+    spark = yaml.safe_load(rendered("dspark", "spark")["compose.yaml"])
+    read_only = [v for v in spark["services"]["engine"]["volumes"] if v.endswith(":ro")]
+    assert read_only == [
+        "${SPARKGATE_MODEL_DIR:-${HOME}/models/Ling-3.0-flash-fp4}:/models/Ling-3.0-flash-fp4:ro",
+        "${SPARKGATE_DSPARK_DIR:-${HOME}/models/Ling-3.0-flash-dspark}:/models/Ling-3.0-flash-dspark:ro",
+    ]
+    sim = yaml.safe_load(rendered("dspark", "sim")["compose.yaml"])
+    assert "sim-dspark-drafter:/models/Ling-3.0-flash-dspark:ro" in sim["services"]["engine"]["volumes"]
+    assert sim["volumes"]["sim-dspark-drafter"] == {}
+    # The drafter path the engine is told is the path it is mounted at.
+    argv = json.loads(rendered("dspark")["argv.json"])
+    assert argv[argv.index(F.SPECULATIVE_DRAFT_MODEL_PATH) + 1] == "/models/Ling-3.0-flash-dspark"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_no_drafter_mount_without_dspark(target):
+    compose = yaml.safe_load(rendered("all-three", target)["compose.yaml"])
+    assert not [v for v in compose["services"]["engine"]["volumes"] if "dspark" in v.lower()]
+    assert "sim-dspark-drafter" not in compose["volumes"]
