@@ -240,6 +240,10 @@ def _gate_floor_problems(ctx: RuleContext) -> list[Problem]:
     return problems
 
 
+# SGLang's speculative hooks replace an unset --max-running-requests with 48 (arg_groups/speculative_hook.py).
+UNSET_RUNNING_REQUESTS = ": SGLang would pick its own, 48 with speculative decoding"
+
+
 def _batch_problems(ctx: RuleContext) -> list[Problem]:
     if ctx.profile.batch_size != 1:
         return []
@@ -256,7 +260,8 @@ def _batch_problems(ctx: RuleContext) -> list[Problem]:
             problems.append(
                 ctx.problem(
                     [field, "batch_size"],
-                    f"batch-1 profiles need {flag} {' '.join(want)}, got {' '.join(got) if got else 'unset'}",
+                    f"batch-1 profiles need {flag} {' '.join(want)}, got {' '.join(got) if got else 'unset'}"
+                    + (UNSET_RUNNING_REQUESTS if got is None and flag == F.MAX_RUNNING_REQUESTS else ""),
                     f"set {field} to {want[0] if flag != F.CUDA_GRAPH_BS_DECODE else '[1]'}",
                 )
             )

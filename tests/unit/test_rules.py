@@ -185,3 +185,130 @@ def test_env_names_are_judged_per_image(tmp_path):
 def test_humming_cache_root_cannot_cover_system_directories(tmp_path, cache_dir):
     ref = write(tmp_path, "user", f"extends: [humming]\noptimizations:\n  humming:\n    cache_dir: {cache_dir!r}\n")
     assert "optimizations.humming.cache_dir" in refusal(ref)
+
+
+# --- DSpark ------------------------------------------------------------------------------------------------
+
+
+def refusal_lines(reference, needle) -> list[str]:
+    lines = [line for line in refusal(reference).splitlines() if needle in line]
+    assert lines, needle
+    return lines
+
+
+def test_nextn_and_dspark_together_are_refused_naming_both(tmp_path):
+    ref = write(tmp_path, "user", "extends: [all-three]\noptimizations:\n  dspark:\n    enabled: true\n")
+    [line] = refusal_lines(ref, "one speculative algorithm per engine")
+    assert line.startswith(f"{ref}: optimizations.dspark.enabled + optimizations.mtp.enabled (from profiles/mtp.yaml)")
+    assert "Fix: keep one" in line
+
+
+@pytest.mark.parametrize(("cache_len", "said"), [
+    (16, "16 is below 2 x num_draft_tokens = 18"),
+    (8, "8 is below 2 x num_draft_tokens = 18"),
+    (48, "48 is not a power of two"),
+    (24, "24 is not a power of two"),
+])
+def test_a_ring_too_small_or_not_a_power_of_two_is_refused(tmp_path, cache_len, said):
+    ref = write(tmp_path, "user", f"extends: [dspark]\noptimizations:\n  dspark:\n    ring:\n      cache_len: {cache_len}\n")
+    [line] = refusal_lines(ref, said)
+    assert line.startswith(f"{ref}: optimizations.dspark.ring.cache_len")
+    assert "memory-pool setup" in line and "Fix: set" in line and "32" in line
+
+
+def test_a_ring_off_needs_no_length(tmp_path):
+    ref = write(tmp_path, "user", "extends: [dspark]\noptimizations:\n  dspark:\n    ring:\n      enable: false\n"
+                                  "      cache_len: 3\n")
+    argv = profiles.load(ref).plan.argv
+    assert "--enable-linear-replayssm-spec" not in argv and "--linear-replayssm-cache-len" not in argv
+
+
+@pytest.mark.parametrize("tokens", [8, 10])
+def test_draft_tokens_other_than_block_plus_one_are_refused(tmp_path, tokens):
+    ref = write(tmp_path, "user", f"extends: [dspark]\noptimizations:\n  dspark:\n    num_draft_tokens: {tokens}\n")
+    [line] = refusal_lines(ref, "block_size + 1 = 9")
+    assert line.startswith(f"{ref}: optimizations.dspark.num_draft_tokens + optimizations.dspark.block_size")
+    assert "Fix: set num_draft_tokens: 9" in line
+
+
+def test_dspark_above_batch_one_is_refused(tmp_path):
+    ref = write(tmp_path, "user", "extends: [dspark]\nbatch_size: 2\n")
+    [line] = refusal_lines(ref, "DSpark is launched and gated for batch 1")
+    assert line.startswith(f"{ref}: batch_size + optimizations.dspark.enabled")
+
+
+@pytest.mark.parametrize("running", ["null", "4"])
+def test_dspark_needs_max_running_requests_one(tmp_path, running):
+    ref = write(tmp_path, "user", f"extends: [dspark]\nsglang:\n  max_running_requests: {running}\n")
+    [line] = refusal_lines(ref, "batch-1 profiles need --max-running-requests 1")
+    assert line.startswith(f"{ref}: sglang.max_running_requests")
+    assert running != "null" or "SGLang would pick its own, 48 with speculative decoding" in line
+
+
+def test_dspark_flags_from_its_own_module_are_not_outside_mtp():
+    """DSpark's module produces flags optimizations.mtp owns (draft path, draft tokens): it is enabled, so its
+    own rules and checks gate them."""
+    loaded = profiles.load("dspark")
+    owners = {o.option: o.field for o in loaded.plan.options if o.option and o.option.startswith("--speculative")}
+    assert owners == {
+        "--speculative-algorithm": "optimizations.dspark", "--speculative-draft-model-path": "optimizations.dspark",
+        "--speculative-dspark-block-size": "optimizations.dspark", "--speculative-num-draft-tokens": "optimizations.dspark",
+    }
+
+
+@pytest.mark.parametrize(("base", "extra", "owner"), [
+    ("baseline", ["--speculative-algorithm", "DSPARK"], "optimizations.dspark"),
+    ("all-three", ["--speculative-dspark-block-size", "8"], "optimizations.dspark"),
+    ("mtp", ["--linear-replayssm-cache-len", "32"], "optimizations.dspark"),
+    ("baseline", ["--enable-linear-replayssm-spec"], "optimizations.dspark"),
+    ("dspark", ["--speculative-num-steps", "2"], "optimizations.mtp"),  # not produced by the enabled module
+    ("dspark", ["--speculative-eagle-topk", "4"], "optimizations.mtp"),
+    ("baseline", ["--speculative-algorithm", "NEXTN"], "optimizations.mtp"),
+])
+def test_speculative_flags_outside_their_owner_stay_refused(tmp_path, base, extra, owner):
+    ref = write(tmp_path, "user", f"extends: [{base}]\nsglang:\n  extra_args: {extra!r}\n")
+    message = refusal(ref)
+    outside = [line for line in message.splitlines() if "outside optimizations." in line]
+    assert [f"outside {owner}," in line for line in outside] == [True], message
+    assert outside[0].startswith(f"{ref}: sglang.extra_args[0]")
+
+
+def test_dspark_flags_restated_in_extra_args_are_refused(tmp_path):
+    ref = write(tmp_path, "user", "extends: [dspark]\nsglang:\n  extra_args: ['--speculative-draft-model-path', '/x']\n")
+    assert "--speculative-draft-model-path is modelled by optimizations.dspark" in refusal(ref)
+
+
+def test_the_ring_excludes_enable_linear_replayssm(tmp_path):
+    ref = write(tmp_path, "user", "extends: [dspark]\nsglang:\n  extra_args: ['--enable-linear-replayssm']\n")
+    [line] = refusal_lines(ref, "mutually exclusive")
+    assert line.startswith(f"{ref}: sglang.extra_args[0] + optimizations.dspark.ring.enable")
+
+
+def test_the_ring_needs_a_triton_or_flashinfer_decode_backend(tmp_path):
+    ref = write(tmp_path, "user", "extends: [dspark]\noptimizations:\n  dspark:\n    linear_attn_decode_backend: cutedsl\n")
+    assert "optimizations.dspark.linear_attn_decode_backend" in refusal(ref)
+
+
+@pytest.mark.parametrize("path", ["/models/Ling-3.0-flash-fp4", "/models/Ling-3.0-flash-fp4/dspark", "/models"])
+def test_the_drafter_is_its_own_model_directory(tmp_path, path):
+    ref = write(tmp_path, "user", f"extends: [dspark]\noptimizations:\n  dspark:\n    draft_model_path: {path}\n")
+    assert f"{ref}: optimizations.dspark.draft_model_path" in refusal(ref)
+
+
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("min_accept_length", 1.5, "1.5 is below the gate's minimum 2.0"),
+    ("min_decode_tok_s", 45.0, "45.0 tok/s is below the all-three (NEXTN) figure 53.89"),
+])
+def test_dspark_floors_may_only_tighten(tmp_path, field, value, said):
+    ref = write(tmp_path, "user", f"extends: [dspark]\noptimizations:\n  dspark:\n    {field}: {value}\n")
+    [line] = refusal_lines(ref, said)
+    assert line.startswith(f"{ref}: optimizations.dspark.{field}")
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("drafter_revision", "main"), ("drafter_revision", "8E5D9988C9B09DE13F1F7C9D999FF2BFA533A149"),
+    ("drafter_repo", "Ling-3.0-flash-dspark"), ("drafter_architecture", "Ling DSpark"),
+])
+def test_the_drafter_pin_is_validated(tmp_path, field, value):
+    ref = write(tmp_path, "user", f"extends: [dspark]\noptimizations:\n  dspark:\n    {field}: {value!r}\n")
+    assert f"{ref}: optimizations.dspark.{field}" in refusal(ref)
