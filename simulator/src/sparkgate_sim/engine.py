@@ -316,7 +316,8 @@ class Engine:
         start = time.monotonic()
         sim_elapsed = ttft
         self._sleep_until(start, sim_elapsed, epoch)
-        first_word, first_id = textgen.output_token(seed, 0, thinks)
+        code = kind == workload.CODE
+        first_word, first_id = textgen.output_token(seed, 0, thinks, code)
         words, ids = [first_word], [first_id]
         new = list(words)  # the tokens the latest chunk adds
         itl_samples: list[tuple[float, int]] = []
@@ -340,7 +341,7 @@ class Engine:
             dt = speed.verify_step_s(k) if spec else speed.plain_step_s()
             sim_elapsed += dt
             self._sleep_until(start, sim_elapsed - sim_elapsed_at_anchor, epoch)
-            emitted = [textgen.output_token(seed, len(words) + i, thinks) for i in range(k)]
+            emitted = [textgen.output_token(seed, len(words) + i, thinks, code) for i in range(k)]
             new = [token for token, _ in emitted]
             ids.extend(token_id for _, token_id in emitted)
             words.extend(new)

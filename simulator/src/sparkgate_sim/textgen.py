@@ -11,6 +11,10 @@ with `</think>` and then answer. With `enable_thinking: false` the template pre-
 block, and the model answers at once with no tags. A raw `/generate` prompt gets a plain continuation.
 The tags are tokens of their own; their text carries newlines instead of the leading space, so the
 output split on whitespace still gives back exactly `completion_tokens`.
+
+A prompt that asks for code (workload.py) is answered from a second vocabulary of Python tokens
+("def", "return", "range(", ...), so a code answer looks like code; still one whitespace-free word per
+token, with ids after the pseudo-words' (the tokenizer files carry both).
 """
 
 from __future__ import annotations
@@ -26,6 +30,14 @@ _SYLLABLES = [o + v for o in _ONSETS for v in _VOWELS]  # 75
 VOCAB_SIZE = 1000
 VOCAB: tuple[str, ...] = tuple(_SYLLABLES[i // len(_SYLLABLES)] + _SYLLABLES[i % len(_SYLLABLES)] for i in range(VOCAB_SIZE))
 TOKEN_ID_OFFSET = 100  # ids below are reserved (0 = pad/health probe, 1 = EOS...)
+CODE_VOCAB: tuple[str, ...] = (
+    "def", "return", "if", "elif", "else:", "for", "while", "in", "not", "and", "or", "is", "None", "True",
+    "False", "=", "==", "!=", "+=", "-=", "+", "-", "*", "//", "%", "<", "<=", ">", ">=", "(", ")", "[", "]",
+    "{", "}", ":", ",", ".", "0", "1", "2", "i", "j", "n", "x", "y", "result", "values", "value", "total",
+    "count", "items", "key", "seen", "len(", "range(", "enumerate(", ".append(", "sorted(", "max(", "min(",
+    "sum(", "list(", "dict(", "set(", "str(", "int(", "break", "continue", "pass", "lambda", "yield", "#",
+)
+CODE_TOKEN_ID_OFFSET = TOKEN_ID_OFFSET + VOCAB_SIZE
 EOS_TOKEN_ID = 1
 THINK_START, THINK_END = "<think>", "</think>"
 THINK_TOKEN_IDS = {THINK_START: 3, THINK_END: 4}
@@ -102,11 +114,14 @@ def _tag_at(seed: int, position: int, thinks: bool) -> str | None:
     return None
 
 
-def output_token(seed: int, position: int, thinks: bool = False) -> tuple[str, int]:
-    """(token text, token id) the model writes at `position`."""
+def output_token(seed: int, position: int, thinks: bool = False, code: bool = False) -> tuple[str, int]:
+    """(token text, token id) the model writes at `position` (from the code vocabulary when `code`)."""
     tag = _tag_at(seed, position, thinks)
     if tag is not None:
         return tag, THINK_TOKEN_IDS[tag]
+    if code:
+        index = token_index(seed, position) % len(CODE_VOCAB)
+        return CODE_VOCAB[index], CODE_TOKEN_ID_OFFSET + index
     return word(seed, position), token_id(seed, position)
 
 

@@ -40,11 +40,12 @@ def test_tokenizer_files_match_the_simulator_tokenization(tmp_path):
     directory = tokenizer_files.write(tmp_path / "tok")
     data = json.loads((directory / "tokenizer.json").read_text())
     vocab = data["model"]["vocab"]
-    assert len(vocab) == len(set(vocab.values())) == 1003
+    assert len(vocab) == len(set(vocab.values())) == 3 + textgen.VOCAB_SIZE + len(textgen.CODE_VOCAB)
     assert data["pre_tokenizer"] == {"type": "WhitespaceSplit"}
     assert data["model"]["type"] == "WordLevel" and data["model"]["unk_token"] in vocab
     # The ids /generate returns are the tokenizer's ids for the same words.
     assert all(vocab[word] == textgen.TOKEN_ID_OFFSET + i for i, word in enumerate(textgen.VOCAB))
+    assert all(vocab[word] == textgen.CODE_TOKEN_ID_OFFSET + i for i, word in enumerate(textgen.CODE_VOCAB))
     assert json.loads((directory / "tokenizer_config.json").read_text())["tokenizer_class"] == "PreTrainedTokenizerFast"
 
 

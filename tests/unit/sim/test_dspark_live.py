@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from sparkgate_sim import faults, timing, workload
+from sparkgate_sim import faults, textgen, timing, workload
 from tests.plugins.simproc import decode_speed, metric_total, profile_launch, speed_near
 
 DSPARK_FLAGS = [
@@ -114,6 +114,8 @@ def test_code_favours_dspark_and_prose_nextn_through_http(start_dspark, start_pr
             want = model.decode_tok_s(timing.nominal_accept_length(is_dspark, kind))
             measured[name, kind] = speed_near(sim, prompt, 240, want, 0.05)[0]
             assert measured[name, kind] == pytest.approx(want, rel=0.05), (name, kind)
+    answer = dspark.post("/generate", {"text": CODE, "sampling_params": {"max_new_tokens": 30, "temperature": 0}}).json()
+    assert set(answer["text"].split()) <= set(textgen.CODE_VOCAB)  # code is answered in code tokens
     assert measured["dspark", workload.CODE] > measured["nextn", workload.CODE]
     assert measured["dspark", workload.PROSE] < measured["nextn", workload.PROSE]
 

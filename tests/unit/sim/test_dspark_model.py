@@ -237,3 +237,15 @@ def test_dspark_faults_touch_only_dspark_and_nextn_faults_only_nextn():
     engaged = decide(requested(nextn, FP8_ENV), IMAGES["fork"], board, FP8_ENV, "humming")
     assert engaged.draft_loaded and not engaged.dspark and engaged.module_shared
     assert probe_report(engaged)["hooks_called"][2] == "init_lm_head"
+
+
+def test_code_prompts_are_answered_in_code_tokens_the_tokenizer_knows():
+    from sparkgate_sim import textgen, tokenizer_files
+
+    assert len(set(textgen.CODE_VOCAB)) == len(textgen.CODE_VOCAB)
+    assert not set(textgen.CODE_VOCAB) & set(textgen.VOCAB) and all(" " not in w for w in textgen.CODE_VOCAB)
+    tokens = [textgen.output_token(7, i, code=True) for i in range(50)]
+    assert {w for w, _ in tokens} <= set(textgen.CODE_VOCAB)
+    vocab = tokenizer_files.tokenizer_json()["model"]["vocab"]
+    assert all(vocab[w] == token_id for w, token_id in tokens)
+    assert textgen.output_token(7, 3) == (textgen.word(7, 3), textgen.token_id(7, 3))  # prose is unchanged
