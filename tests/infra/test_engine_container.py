@@ -47,6 +47,16 @@ def test_model_mounted_read_only(engine_host, engine_processes, expectations):
     assert "ro" in table[model]
 
 
+def test_dspark_drafter_mounted_read_only_only_when_requested(engine_host, engine_processes, expectations):
+    table = mounts(engine_host, engine_processes.server)
+    dspark = expectations["optimizations"]["dspark"]
+    if dspark["requested"]:
+        assert dspark["draft_model_path"] in table, f"{dspark['draft_model_path']} (the drafter) is not a mount point"
+        assert "ro" in table[dspark["draft_model_path"]]
+    else:
+        assert dspark["draft_model_path"] not in table, "a drafter directory is mounted without DSpark"
+
+
 def test_kernel_caches_mounted_writable(engine_host, engine_processes):
     table = mounts(engine_host, engine_processes.server)
     for path in KERNEL_CACHES:
