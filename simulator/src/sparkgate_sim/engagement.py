@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkgate import conformance as C
-from sparkgate_sim import faults
+from sparkgate_sim import faults, sglang_env
 from sparkgate_sim.image import FP8_LM_HEAD_ENV, Image
 from sparkgate_sim.resolve import MODEL_ARCH, Requested
 
 PROBE_PLUGIN = "engagement_probe"  # the probe's entry-point name (probe/pyproject.toml)
 PROBE_VERSION = 1
 PLUGINS_ENV = C.env("plugins")
+FOLDED_PROPOSAL_ENV = C.env("dspark_folded_proposal")
 TARGET_MOE_LAYERS = 31
 DRAFT_MOE_LAYERS = 1
 DRAFT_MODEL_CLASS = C.class_name("nextn_draft")
@@ -92,7 +93,9 @@ def decide(
         # an empty drafter directory stops the engine before anything engages (startup.py).
         draft, shared = True, not unshared
         draft_graph = cuda_graph and not board.loaded_with(faults.DSPARK_DRAFT_GRAPH_DISABLED)
-        folded = draft_graph and not board.loaded_with(faults.DSPARK_PROPOSAL_EAGER)
+        # SGLANG_DSPARK_FOLDED_PROPOSAL=0 keeps the proposal out of the graph without a log line.
+        folded = (draft_graph and not board.loaded_with(faults.DSPARK_PROPOSAL_EAGER)
+                  and sglang_env.is_true(env, FOLDED_PROPOSAL_ENV, default=True))
     else:
         draft = req.mtp and not board.loaded_with(faults.MTP_DRAFT_MISSING)
         shared = draft and image.draft_shares_lm_head_module and not req.token_map and not unshared

@@ -272,9 +272,11 @@ def _dspark_draft_graph(engine: Engine, epoch: int, mem: _Memory, phases: dict, 
         log.scheduler(C.log_line("dspark_draft_graph_disabled", available=mem.avail))
         return
     if engaged.dspark_proposal_folded:
-        log.scheduler(C.log_line("dspark_proposal_folded", mode="sampling", suffix=""))
-    else:
+        greedy = sglang_env.is_true(engine.env, C.env("dspark_use_greedy_draft"))
+        log.scheduler(C.log_line("dspark_proposal_folded", mode="greedy draft" if greedy else "sampling", suffix=""))
+    elif _proposal_sampler_gave_up(engine):
         log.scheduler(C.log_line("dspark_proposal_eager", reason="no markov head"))
+    # (SGLANG_DSPARK_FOLDED_PROPOSAL=0: the sampler is never built, so nothing is logged)
     tokens = engine.num_draft_tokens if not DSPARK_SAMPLE_FROM_ANCHOR else engine.num_draft_tokens - 1
     tic = time.monotonic()
     log.scheduler(C.log_line("capture_begin", name="draft verify", graph=CUDA_GRAPH, backend=backend, tokens=tokens,
@@ -285,6 +287,11 @@ def _dspark_draft_graph(engine: Engine, epoch: int, mem: _Memory, phases: dict, 
     graph_times["draft_decode"] = (time.monotonic() - tic) / engine.knobs.time_scale
     log.scheduler(C.log_line("capture_end", name="draft verify", graph=CUDA_GRAPH, bs=bs,
                              elapsed=graph_times["draft_decode"], usage=gb, avail=after))
+
+
+def _proposal_sampler_gave_up(engine: Engine) -> bool:
+    """The draft sampler was built and gave up (a reason is logged), as opposed to never built."""
+    return engine.board.loaded_with(faults.DSPARK_PROPOSAL_EAGER)
 
 
 def _drafter_config_missing(engine: Engine) -> None:

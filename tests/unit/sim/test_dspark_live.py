@@ -251,3 +251,17 @@ def test_the_admin_endpoint_knows_the_dspark_faults(start_dspark):
     described = sim.get("/admin/faults").json()
     assert {faults.DSPARK_DRAFT_GRAPH_DISABLED, faults.DSPARK_PROPOSAL_EAGER, faults.DSPARK_DRAFTER_MISSING} <= set(described["known"])
     assert described["in_effect_since_start"] == [faults.DSPARK_PROPOSAL_EAGER]
+
+
+def test_a_proposal_kept_out_of_the_graph_by_env_is_silent_but_slower(start_dspark):
+    # SGLANG_DSPARK_FOLDED_PROPOSAL=0: SGLang never builds the sampler, so it logs neither line.
+    sim = start_dspark({"SGLANG_DSPARK_FOLDED_PROPOSAL": "0"}, scale=SPEED_SCALE)
+    speed, _ = speed_near(sim, ARITH, 240, rate(workload.ARITH, dspark_proposal_folded=False), 0.05)
+    assert speed == pytest.approx(rate(workload.ARITH, dspark_proposal_folded=False), rel=0.05)
+    log = sim.log()
+    assert "DSpark draft proposal" not in log and DRAFT_CAPTURE in log
+
+
+def test_a_greedy_draft_folds_a_greedy_proposal(start_dspark):
+    sim = start_dspark({"SGLANG_DSPARK_USE_GREEDY_DRAFT": "1"})
+    assert "DSpark draft proposal (greedy draft) folded into the draft cuda graph." in sim.log()
