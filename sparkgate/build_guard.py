@@ -5,6 +5,8 @@ What it proves (each a `GuardResult`), for one engine image of images.lock.yaml 
 - every env var the image's capabilities declare is in `vars(sglang.srt.environ.Envs)`; for the FP8 LM head
   also the patch's startup log line in the fork's `bailing_moe_v3.py` source, the line the gate reads;
 - with NEXTN module sharing, `BailingMoeForCausalLMNextN.set_lm_head_from_target` resolves;
+- when a profile on the image runs DSpark, its drafter class is in `sglang.srt.models.dspark`'s `EntryClass`
+  (SGLang's model registry), read from source: importing model modules at build time may need a GPU;
 - the probe plugin's hook targets resolve (`pkgutil.resolve_name`), so SGLang can attach every hook;
 - SGLang's own parser (`ServerArgs.add_cli_args`, `allow_abbrev=False`) accepts the rendered argv.json of
   every profile that runs on this image;
@@ -16,6 +18,7 @@ It runs on a build host without a GPU, and in CI against stock sglang==0.5.23, w
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib
 import importlib.metadata
@@ -36,6 +39,7 @@ FP8_LM_HEAD_LOG_LINE = "Online FP8 quantization enabled for lm_head."
 NEXTN_MODULE = "sglang.srt.models.bailing_moe_nextn"
 NEXTN_SHARE_METHOD = "set_lm_head_from_target"
 HUMMING_DISTRIBUTION = "humming-kernels"
+DSPARK_MODEL_MODULE = "sglang.srt.models.dspark"
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,38 @@ def check_draft_module_sharing(draft_class: str = "BailingMoeForCausalLMNextN") 
     except Exception as exc:
         return GuardResult(name, False, f"cannot resolve {target} ({type(exc).__name__}: {exc})")
     return GuardResult(name, True, f"{target} resolves")
+
+
+def check_dspark_drafter_class(class_name: str, source: Path | None = None) -> GuardResult:
+    """The drafter class is defined and registered (listed in EntryClass) in SGLang's DSpark model module."""
+    name = f"DSpark drafter class {class_name}"
+    if source is None:
+        spec = importlib.util.find_spec(DSPARK_MODEL_MODULE)
+        if spec is None or spec.origin is None:
+            return GuardResult(name, False, f"{DSPARK_MODEL_MODULE} not found: this SGLang has no DSpark")
+        source = Path(spec.origin)
+    tree = ast.parse(source.read_text(encoding="utf-8"), filename=str(source))
+    defined = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+    registered = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "EntryClass" for t in node.targets):
+            registered |= {elt.id for elt in getattr(node.value, "elts", []) if isinstance(elt, ast.Name)}
+    if class_name in defined and class_name in registered:
+        return GuardResult(name, True, f"{source}: {class_name} defined and in EntryClass")
+    return GuardResult(name, False, f"{source}: {class_name} {'not in EntryClass' if class_name in defined else 'not defined'}"
+                       "; SGLang could not load the drafter the dspark profile pins")
+
+
+def dspark_drafter_classes(image: str) -> set[str]:
+    """Drafter classes of the profiles that run DSpark on this image."""
+    from sparkgate import profiles
+
+    classes = set()
+    for name in profiles.available_profiles():
+        profile = profiles.load(name).profile
+        if profile.image == image and profile.optimizations.dspark.enabled:
+            classes.add(profile.optimizations.dspark.drafter_architecture)
+    return classes
 
 
 def check_probe_hook_targets() -> GuardResult:
@@ -164,6 +200,7 @@ def run_all(image: str = DEFAULT_IMAGE) -> list[GuardResult]:
         results.append(check_fp8_log_line())
     if capabilities.nextn_lm_head_module_sharing:
         results.append(check_draft_module_sharing())
+    results += [check_dspark_drafter_class(cls) for cls in sorted(dspark_drafter_classes(image))]
     results.append(check_probe_hook_targets())
     results += check_profiles_parse(image)
     if capabilities.humming_kernels:

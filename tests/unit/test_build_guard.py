@@ -240,3 +240,20 @@ def test_cli_passes_the_stand_in_fork(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     reported = _reported(proc.stdout)
     assert set(reported.values()) == {"ok"} and {*FORK_FACTS, HOOKS_CHECK, HUMMING_CHECK} <= set(reported)
+
+
+def test_the_dspark_drafter_class_is_checked_for_the_image_that_runs_dspark():
+    assert build_guard.dspark_drafter_classes("spark-fork") == {"LingDSparkModel"}
+    (result,) = [r for r in build_guard.run_all() if r.name == "DSpark drafter class LingDSparkModel"]
+    assert result.ok, result.detail  # SGLang 0.5.23 registers it (sglang/srt/models/dspark.py EntryClass)
+
+
+@pytest.mark.parametrize(("source", "why"), [
+    ("class LingDSparkModel:\n    pass\n\nEntryClass = [object]\n", "not in EntryClass"),
+    ("class Qwen3DSparkModel:\n    pass\n\nEntryClass = [Qwen3DSparkModel]\n", "not defined"),
+])
+def test_a_dspark_module_without_the_registered_drafter_fails(tmp_path, source, why):
+    module = tmp_path / "dspark.py"
+    module.write_text(source)
+    result = build_guard.check_dspark_drafter_class("LingDSparkModel", module)
+    assert not result.ok and why in result.detail
