@@ -102,11 +102,12 @@ def test_broken_draft_is_slower_than_baseline_and_flagged(start_profile, tmp_pat
     assert "REGRESSION" in text and "all-three [draft-lm-head-unshared]" in text
 
 
-def test_code_and_prose_in_one_bench_one_run_each(start_profile, tmp_path):
+@pytest.mark.parametrize("name", ["all-three", "dspark"])
+def test_code_and_prose_in_one_bench_one_run_each(start_profile, tmp_path, name):
     from sparkgate.bench import workloads
 
-    sim = start_profile("all-three", FAST_START, scale=SCALE)
-    options = bench_run.BenchOptions(profile="all-three", count=3, api="chat", max_tokens=48, url=sim.base_url,
+    sim = start_profile(name, FAST_START, scale=SCALE)
+    options = bench_run.BenchOptions(profile=name, count=3, api="chat", max_tokens=48, url=sim.base_url,
                                      time_scale=SCALE, target="sim", out_root=tmp_path / "runs", progress=False)
     results = bench_run.bench_each(options, workloads.expand("code,prose"), say=lambda _line: None)
     assert [r.summary["workload"]["name"] for r in results] == ["code", "prose"]
@@ -116,4 +117,6 @@ def test_code_and_prose_in_one_bench_one_run_each(start_profile, tmp_path):
         assert summary["protocol"]["sampling"]["name"] == "greedy"  # the speed workloads' default
         assert not summary["workload"]["scored"] and summary["results"]["scored"] == 0
         assert summary["results"]["completion_tokens"] == 3 * 48
-        assert summary["results"]["accept_length"] is not None  # asked for: all-three speculates
+        # asked for, because both speculate (NEXTN or DSpark), and flagged if it were missing
+        assert summary["results"]["accept_length"] is not None
+        assert not any("accept length" in flag for flag in report.compare([runs.load(result.run_dir)]).rows[0].flags)
