@@ -59,7 +59,6 @@ RECHECK_NAMES = {name: name.replace("sentinel.", "sentinel.dspark_", 1) for name
 CHECKS.update({RECHECK_NAMES[name]: stage for name, stage in mtp_recheck.CHECKS.items()})
 # The calibration accept length is already a sentinel gauge (sparkgate_accept_length) for every profile.
 GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {}
-ECHO_FIELDS = ("algorithm", "num_draft_tokens", "block_size", "draft_model_path", "ring_enable", "ring_cache_len")
 SERVER_ARGS = {
     "algorithm": conformance.server_arg("speculative_algorithm"),
     "num_draft_tokens": conformance.server_arg("speculative_num_draft_tokens"),
@@ -217,7 +216,7 @@ def _ring_problems(ctx: RuleContext) -> list[Problem]:
             f"set optimizations.dspark.ring.cache_len: {_ring_length(window)}",
         ))
     backend = ctx.plan.value_of(F.LINEAR_ATTN_DECODE_BACKEND)
-    if backend is not None and backend[-1:] and backend[-1] not in RING_DECODE_BACKENDS:
+    if backend and backend[-1] not in RING_DECODE_BACKENDS:
         field = ctx.plan.options_for(F.LINEAR_ATTN_DECODE_BACKEND)[-1].field
         problems.append(ctx.problem(
             [field, "optimizations.dspark.ring.enable"],

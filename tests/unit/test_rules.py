@@ -312,3 +312,10 @@ def test_dspark_floors_may_only_tighten(tmp_path, field, value, said):
 def test_the_drafter_pin_is_validated(tmp_path, field, value):
     ref = write(tmp_path, "user", f"extends: [dspark]\noptimizations:\n  dspark:\n    {field}: {value!r}\n")
     assert f"{ref}: optimizations.dspark.{field}" in refusal(ref)
+
+
+def test_the_ring_backend_is_judged_on_the_final_argv(tmp_path):
+    """The last --linear-attn-decode-backend wins in SGLang's parser, so one restated in extra_args counts."""
+    ref = write(tmp_path, "user", "extends: [dspark]\nsglang:\n  extra_args: ['--linear-attn-decode-backend', 'cutedsl']\n")
+    [line] = refusal_lines(ref, "the spec-verify ring needs the triton or flashinfer linear-attention decode backend")
+    assert line.startswith(f"{ref}: sglang.extra_args[0] + optimizations.dspark.ring.enable") and "'cutedsl'" in line
