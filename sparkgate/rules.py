@@ -121,14 +121,15 @@ def _env_entry_problem(ctx: RuleContext, entry, owned: dict[str, str], known: di
     if name.startswith(F.LEGACY_ENV_PREFIX) and name != canonical:
         return ctx.problem([entry.field], f"SGLang rewrites {name} to {canonical} at import and overwrites "
                            f"{canonical} with it", f"write it as {canonical}")
-    for prefix, why in F.ENV_REFUSED_PREFIXES.items():
-        if name.startswith(prefix):
-            return ctx.problem([entry.field], f"{name}: {prefix}* variables are refused: {why}", "remove it from env:")
+    # A name's own reason first: it says more than its prefix's (SGLANG_DSPARK_FP32_LM_HEAD).
     if name in F.ENV_REFUSED_NAMES:
         return ctx.problem([entry.field], f"{name} is refused: {F.ENV_REFUSED_NAMES[name]}", "remove it from env:")
     if name in F.ENV_REFUSAL_REASONS:
         return ctx.problem([entry.field], f"{name} is refused: it {F.ENV_REFUSAL_REASONS[name]}",
                            "remove it from env: (docs/profiles.md lists what a profile may set)")
+    for prefix, why in F.ENV_REFUSED_PREFIXES.items():
+        if name.startswith(prefix):
+            return ctx.problem([entry.field], f"{name}: {prefix}* variables are refused: {why}", "remove it from env:")
     declared_name = name in known
     if name.startswith(F.ENV_PREFIX) and not declared_name:
         close = sglang_env.suggestions(name, known)

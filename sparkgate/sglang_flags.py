@@ -218,6 +218,10 @@ ENV_REFUSED_PREFIXES: dict[str, str] = {
     "LD_": "changes which shared libraries the engine loads",
     "PYTHON": "changes which Python code the engine imports or runs",
     "SPARKGATE_": "reserved for sparkgate's own settings",
+    # Declared by SGLang, but DSpark's knobs change how the drafter proposes, folds, samples or records, and
+    # some without a log line the gate reads (SGLANG_DSPARK_FOLDED_PROPOSAL=0 keeps the proposal eager silently).
+    "SGLANG_DSPARK_": "DSpark's own knobs change how the drafter proposes (kept eager, greedy, unfused), "
+    "several without a log line the gate reads; optimizations.dspark launches DSpark with SGLang's defaults",
 }
 ENV_REFUSED_NAMES: dict[str, str] = {
     "PATH": "changes which programs the engine runs",

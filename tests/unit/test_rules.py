@@ -319,3 +319,17 @@ def test_the_ring_backend_is_judged_on_the_final_argv(tmp_path):
     ref = write(tmp_path, "user", "extends: [dspark]\nsglang:\n  extra_args: ['--linear-attn-decode-backend', 'cutedsl']\n")
     [line] = refusal_lines(ref, "the spec-verify ring needs the triton or flashinfer linear-attention decode backend")
     assert line.startswith(f"{ref}: sglang.extra_args[0] + optimizations.dspark.ring.enable") and "'cutedsl'" in line
+
+
+@pytest.mark.parametrize("name", ["SGLANG_DSPARK_FOLDED_PROPOSAL", "SGLANG_DSPARK_USE_GREEDY_DRAFT",
+                                  "SGLANG_DSPARK_FAST_KERNEL"])
+def test_dspark_knobs_are_refused_in_env(tmp_path, name):
+    """SGLANG_DSPARK_FOLDED_PROPOSAL=0 keeps the proposal eager without a log line: only speed would show it."""
+    ref = write(tmp_path, "user", f"extends: [dspark]\nenv:\n  {name}: '0'\n")
+    [line] = refusal_lines(ref, "SGLANG_DSPARK_* variables are refused")
+    assert line.startswith(f"{ref}: env.{name}") and "Fix: remove it from env:" in line
+
+
+def test_a_named_reason_wins_over_its_prefix(tmp_path):
+    ref = write(tmp_path, "user", "extends: [dspark]\nenv:\n  SGLANG_DSPARK_FP32_LM_HEAD: '1'\n")
+    assert "changes the LM head's precision outside optimizations.fp8_lm_head" in refusal(ref)
