@@ -182,3 +182,23 @@ def test_no_drafter_finding_without_dspark():
 def test_the_download_command_is_quoted_for_the_shell(tmp_path):
     assert PIN.download_command(tmp_path / "my models") == (
         f"hf download {REPO} --revision {REVISION} --local-dir '{tmp_path / 'my models'}'")
+
+
+# --- in a deploy ---------------------------------------------------------------------------------------------
+
+
+def test_a_spark_deploy_without_the_drafter_is_refused_before_anything_is_touched(tmp_path, monkeypatch):
+    from tests.unit.test_deploy_order import FakeDocker, deploy_mod, options  # the deploy-order harness
+
+    fake = FakeDocker(gateway_port=None, running=False)
+    monkeypatch.setattr(preflight.docker_cli, "run", fake)
+    monkeypatch.setattr(preflight, "spark_host", lambda *a, **k: [])  # this host is no Spark; the drafter is judged
+    monkeypatch.setenv("SPARKGATE_DSPARK_DIR", str(tmp_path / "no-drafter"))
+    lines: list[str] = []
+    with pytest.raises(deploy_mod.DeployRefused) as refused:
+        deploy_mod.deploy(options(tmp_path, 1, profile="dspark", target="spark"), say=lines.append)
+    message = str(refused.value)
+    assert message.startswith("preflight failed: dspark drafter: ") and "no drafter directory" in message
+    assert f"{FIX}{tmp_path / 'no-drafter'}" in message and "\n" not in message
+    assert fake.calls == [], "nothing rendered, stopped or started"
+    assert any(line.strip().startswith("[FAIL] dspark drafter:") for line in lines)
