@@ -1,10 +1,13 @@
 """`invoke compare A,B` with profile names: which of two profiles to run, workload by workload.
 
 For every workload both profiles have a stored run of, the newest run of each is paired item by item (same
-prompt fingerprint, same protocol), and the per-item decode rates go through a paired t-test
-(`stats.paired_difference`). The recommendation follows from that test alone: the significantly faster
-profile, with its measured margin, or "no significant difference". Nothing here knows what engine produced
-the runs: the same code reads simulator runs and Spark runs, and says which it read (the runs' `target`).
+prompt fingerprint, same protocol, and records showing each run measured its own profile's engine), and the
+per-item decode rates go through a paired t-test (`stats.paired_difference`). The p-values of the workloads
+tested are Holm–Bonferroni adjusted together (several workloads, several chances of a false "faster").
+The recommendation follows from that adjusted test, states the quantity it tested (the per-item mean decode
+rates) next to the aggregate speeds, and names no winner when the two disagree in direction. Nothing here
+knows what engine produced the runs: the same code reads simulator runs and Spark runs, and says which it
+read (the runs' `target`).
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sparkgate.bench import runs, stats
+from sparkgate.bench import provenance, runs, stats
 
 NO_DIFFERENCE = "no significant difference"
+NO_CLEAR_WINNER = "no clear winner"
 NOT_TESTED = "not tested"
+MULTIPLE_COMPARISONS = "holm-bonferroni"
 
 
 @dataclass
@@ -27,11 +32,13 @@ class Side:
     run: runs.Run
     numbers: dict  # stats.summarize over the paired items
     accept_median: float | None
+    item_mean_tok_s: float | None = None  # mean of the per-item decode rates: the quantity the t-test compares
 
     def as_dict(self) -> dict:
         n = self.numbers
         return {"run": self.run.id, "target": self.run.summary.get("environment", {}).get("target"),
-                "n": n["completed"], "decode_tok_s": n["decode_tok_s"], "tpot_ms": n["tpot_ms"],
+                "n": n["completed"], "item_mean_decode_tok_s": self.item_mean_tok_s,
+                "decode_tok_s": n["decode_tok_s"], "tpot_ms": n["tpot_ms"],
                 "accept_length": n["accept_length"], "accept_length_median_request": self.accept_median,
                 "mean_ttft_s": n["mean_ttft_s"], "completion_tokens": n["completion_tokens"]}
 
@@ -39,9 +46,10 @@ class Side:
 @dataclass
 class Recommendation:
     profile: str | None  # the profile to run for this workload; None when the test does not decide
-    verdict: str  # "<profile> faster", NO_DIFFERENCE or NOT_TESTED
-    speedup_pct: float | None  # the winner's aggregate decode tok/s over the other's, in %
+    verdict: str  # "<profile> faster", NO_DIFFERENCE, NO_CLEAR_WINNER or NOT_TESTED
+    speedup_pct: float | None  # the winner's per-item mean decode rate over the other's (the tested quantity), %
     text: str
+    aggregate_speedup_pct: float | None = None  # the winner's aggregate (token-weighted) decode tok/s over the other's
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -55,13 +63,15 @@ class WorkloadComparison:
     produce: list[str] = field(default_factory=list)  # commands that make the missing or matching runs
     sides: list[Side] = field(default_factory=list)
     paired: stats.PairedDifference | None = None
+    p_adjusted: float | None = None  # Holm–Bonferroni over the workloads tested; the recommendation reads this
     excluded_items: int = 0
     recommendation: Recommendation | None = None
 
     def as_dict(self) -> dict:
+        paired = {**self.paired.as_dict(), "p_value_adjusted": self.p_adjusted} if self.paired else None
         return {"status": self.status, "detail": self.detail, "produce": self.produce,
                 "results": {side.profile: side.as_dict() for side in self.sides},
-                "paired": self.paired.as_dict() if self.paired else None,
+                "paired": paired,
                 "excluded_items": self.excluded_items,
                 "recommendation": self.recommendation.as_dict() if self.recommendation else None}
 
@@ -73,10 +83,18 @@ class ProfileComparison:
     workloads: list[WorkloadComparison]
     notes: list[str]
 
+    @property
+    def family(self) -> list[str]:
+        """The workloads whose p-values were adjusted together."""
+        return [w.workload for w in self.workloads if w.p_adjusted is not None]
+
     def as_dict(self) -> dict:
         a, b = self.profiles
         return {"kind": "per-workload", "version": 1, "profiles": list(self.profiles), "difference": f"{b} - {a}",
                 "alpha": self.alpha, "confidence": 1 - self.alpha, "test": "paired t-test on per-item decode tok/s",
+                "multiple_comparisons": {"method": MULTIPLE_COMPARISONS, "workloads": self.family,
+                                         "m": len(self.family), "p_value": "raw, per workload",
+                                         "p_value_adjusted": "Holm-Bonferroni; the recommendation reads this"},
                 "workloads": {w.workload: w.as_dict() for w in self.workloads},
                 "recommendations": {w.workload: w.recommendation.profile for w in self.workloads
                                     if w.recommendation and w.status == "compared"},
@@ -150,16 +168,39 @@ def _side(profile: str, run: runs.Run, item_ids: list[str]) -> Side:
     records = [by_id[i] for i in item_ids]
     accepts = [r["accept_length"] for r in records if r.get("accept_length") is not None]
     median = stats.percentile(accepts, 50) if accepts and len(accepts) == len(records) else None
-    return Side(profile, run, stats.summarize(records), median)
+    rates = [stats.decode_rate(r) for r in records]
+    item_mean = sum(rates) / len(rates) if rates and None not in rates else None
+    return Side(profile, run, stats.summarize(records), median, item_mean)
+
+
+def _mislabelled(workload: str, a: tuple[str, runs.Run], b: tuple[str, runs.Run]) -> WorkloadComparison | None:
+    """Refuse a pair whose own records show a run measured another profile's engine (see provenance)."""
+    for (name, run), (_, other) in ((a, b), (b, a)):
+        why = provenance.recorded_mismatch(run.summary)
+        if why:
+            return WorkloadComparison(workload, "not comparable", f"{name}'s run {run.id} is mislabelled: {why}; "
+                                      f"redeploy {name} and rebench it",
+                                      [f"invoke deploy --profile {name} && {bench_command(name, other.summary)}"])
+    why = provenance.same_engine_different_claims(a[1].summary, b[1].summary)
+    if why:
+        return WorkloadComparison(workload, "not comparable", f"runs {a[1].id} and {b[1].id}: {why}; redeploy "
+                                  "each profile and rebench it",
+                                  [f"invoke deploy --profile {name} && {bench_command(name, other.summary)}"
+                                   for (name, _), (_, other) in ((a, b), (b, a))])
+    return None
 
 
 def _pair(workload: str, a: tuple[str, runs.Run], b: tuple[str, runs.Run], alpha: float) -> WorkloadComparison:
+    """The paired test of one workload; its recommendation waits for the adjusted p (compare_profiles)."""
     (name_a, run_a), (name_b, run_b) = a, b
     for name, run, other in ((name_a, run_a, run_b), (name_b, run_b, run_a)):
         if not run.summary.get("complete"):
             why = run.summary.get("stopped_early") or "fewer requests than items"
             return WorkloadComparison(workload, "not comparable", f"{name}'s run {run.id} did not complete ({why})",
                                       [bench_command(name, other.summary)])
+    mislabelled = _mislabelled(workload, a, b)
+    if mislabelled:
+        return mislabelled
     fp_a = (run_a.summary.get("workload") or {}).get("fingerprint")
     fp_b = (run_b.summary.get("workload") or {}).get("fingerprint")
     if fp_a != fp_b:
@@ -184,7 +225,6 @@ def _pair(workload: str, a: tuple[str, runs.Run], b: tuple[str, runs.Run], alpha
                                                 confidence=1 - alpha)
     if excluded:
         comparison.detail = f"{excluded} item(s) failed or were untimed in one run and are left out of the pairs"
-    comparison.recommendation = recommend(workload, comparison.sides, comparison.paired, alpha)
     return comparison
 
 
@@ -192,8 +232,17 @@ def _signed(value: float, pattern: str = "{:+.2f}") -> str:
     return pattern.format(value)
 
 
-def recommend(workload: str, sides: list[Side], paired: stats.PairedDifference, alpha: float) -> Recommendation:
-    """The verdict of the paired test, in words and numbers. B - A is the difference; A is sides[0]."""
+def _gain(fast: float, slow: float) -> float:
+    return 100.0 * (fast / slow - 1.0)
+
+
+def recommend(workload: str, sides: list[Side], paired: stats.PairedDifference, alpha: float,
+              p_adjusted: float | None = None, family: int = 1) -> Recommendation:
+    """The verdict of the paired test, in words and numbers. B - A is the difference; A is sides[0].
+
+    The test compares per-item mean decode rates; the aggregate (token-weighted) speed weights long answers
+    more, so the two can point different ways when output lengths vary. The winner is named only when the
+    adjusted p is below alpha AND both say the same profile is faster; the text states both numbers."""
     a, b = sides
     speed_a, speed_b = a.numbers["decode_tok_s"], b.numbers["decode_tok_s"]
     level = f"{paired.confidence:.0%}"
@@ -201,21 +250,36 @@ def recommend(workload: str, sides: list[Side], paired: stats.PairedDifference, 
         return Recommendation(None, NOT_TESTED, None,
                               f"{workload}: not tested: {paired.n} paired item(s) (at least "
                               f"{stats.MIN_PAIRED_ITEMS} needed); rerun both with a larger --count")
-    interval = (f"per-item difference {b.profile} - {a.profile} {_signed(paired.mean_difference)} tok/s, "
-                f"{level} CI [{_signed(paired.ci_low)}, {_signed(paired.ci_high)}], p = {paired.p_value:.2g}, "
-                f"n = {paired.n}")
-    if not paired.significant(alpha):
+    adjusted = paired.p_value if p_adjusted is None else p_adjusted
+    holm = f"Holm-adjusted over {family} workloads" if family > 1 else "one workload, no adjustment"
+    means = f"per-item mean {b.profile} {paired.mean_b:.2f} vs {a.profile} {paired.mean_a:.2f} tok/s"
+    test = (f"per-item difference {b.profile} - {a.profile} {_signed(paired.mean_difference)} tok/s, "
+              f"{level} CI [{_signed(paired.ci_low)}, {_signed(paired.ci_high)}], p = {paired.p_value:.2g} "
+              f"({holm}: {adjusted:.2g}), n = {paired.n}")
+    aggregate = f"aggregate {b.profile} {speed_b:.2f} vs {a.profile} {speed_a:.2f} tok/s"
+    if adjusted >= alpha:
         return Recommendation(None, NO_DIFFERENCE, None,
-                              f"{workload}: {NO_DIFFERENCE} between {a.profile} ({speed_a:.2f} tok/s) and "
-                              f"{b.profile} ({speed_b:.2f} tok/s): {interval}, not below alpha {alpha:g}; "
-                              "either profile, speed does not decide")
+                              f"{workload}: {NO_DIFFERENCE} between {a.profile} and {b.profile}: {means}, {test}, "
+                              f"adjusted p not below alpha {alpha:g}; {aggregate}; either profile, speed does not "
+                              "decide")
     winner, loser = (b, a) if paired.mean_difference > 0 else (a, b)
+    item_fast, item_slow = (paired.mean_b, paired.mean_a) if winner is b else (paired.mean_a, paired.mean_b)
+    item_gain = _gain(item_fast, item_slow)
     fast, slow = winner.numbers, loser.numbers
-    gain = 100.0 * (fast["decode_tok_s"] / slow["decode_tok_s"] - 1.0)
+    if fast["decode_tok_s"] <= slow["decode_tok_s"]:
+        return Recommendation(
+            None, NO_CLEAR_WINNER, None,
+            f"{workload}: {NO_CLEAR_WINNER}: per item {winner.profile} is faster ({means}, {test}), but in aggregate "
+            f"{loser.profile} is: {slow['decode_tok_s']:.2f} vs {fast['decode_tok_s']:.2f} tok/s (token-weighted; "
+            "the long answers favour the other profile); bench more, or your own traffic (--jsonl), to decide")
+    aggregate_gain = _gain(fast["decode_tok_s"], slow["decode_tok_s"])
     return Recommendation(
-        winner.profile, f"{winner.profile} faster", gain,
-        f"{workload}: run {winner.profile}: {fast['decode_tok_s']:.2f} vs {slow['decode_tok_s']:.2f} tok/s for "
-        f"{loser.profile} ({gain:+.1f} %), TPOT {fast['tpot_ms']:.2f} vs {slow['tpot_ms']:.2f} ms; {interval}")
+        winner.profile, f"{winner.profile} faster", item_gain,
+        f"{workload}: run {winner.profile}: per-item mean {item_fast:.2f} vs {item_slow:.2f} tok/s for "
+        f"{loser.profile} ({item_gain:+.1f} %), aggregate "
+        f"{fast['decode_tok_s']:.2f} vs {slow['decode_tok_s']:.2f} tok/s ({aggregate_gain:+.1f} %), TPOT "
+        f"{fast['tpot_ms']:.2f} vs {slow['tpot_ms']:.2f} ms; {test}",
+        aggregate_gain)
 
 
 # ----------------------------------------------------------------------------------------------- entry
@@ -252,12 +316,29 @@ def compare_profiles(profiles: list[str], root: Path | None = None, alpha: float
                 [bench_command(missing, present.summary)]))
             continue
         compared.append(_pair(workload, (name_a, run_a), (name_b, run_b), alpha))
+    _adjust_and_recommend(compared, alpha)
     if not any(w.status == "compared" for w in compared):
         first = compared[0]
         raise ProfileCompareError(f"no workload to compare between {name_a} and {name_b}: {first.workload}: "
                                   f"{first.detail}; run: {'; '.join(first.produce)}")
     targets = sorted({str(side.run.summary.get("environment", {}).get("target")) for w in compared for side in w.sides})
     notes = [f"measured on target: {', '.join(targets)} (the runs' own record)"]
+    family = [w.workload for w in compared if w.p_adjusted is not None]
+    if len(family) > 1:
+        notes.append(f"p-values are Holm-Bonferroni adjusted over the {len(family)} workloads tested "
+                     f"({', '.join(family)}): a profile is recommended only where the adjusted p is below alpha "
+                     f"{alpha:g}; the CIs are per workload, unadjusted")
     if {"code", "prose"} & set(workloads):
         notes.append("code and prose are not scored: their runs measure decode speed only")
     return ProfileComparison((name_a, name_b), alpha, compared, notes)
+
+
+def _adjust_and_recommend(compared: list[WorkloadComparison], alpha: float) -> None:
+    """Holm–Bonferroni across the workloads with a p-value, then each workload's recommendation from its
+    adjusted p: with three workloads at alpha 0.05 each, a false "faster" somewhere is up to ~14 % likely."""
+    tested = [w for w in compared if w.status == "compared" and w.paired.p_value is not None]
+    for w, adjusted in zip(tested, stats.holm_adjust([w.paired.p_value for w in tested]), strict=True):
+        w.p_adjusted = adjusted
+    for w in compared:
+        if w.status == "compared":
+            w.recommendation = recommend(w.workload, w.sides, w.paired, alpha, w.p_adjusted, len(tested))

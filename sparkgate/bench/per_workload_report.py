@@ -1,5 +1,6 @@
-"""The text and JSON of `invoke compare A,B`: a per-workload table, the paired test, a recommendation
-section, and the commands that produce any missing run. Both files are written atomically."""
+"""The text and JSON of `invoke compare A,B`: a per-workload table (the per-item mean decode rate the test
+compares next to the aggregate speed; raw and Holm-adjusted p), a recommendation section, and the commands
+that produce any missing run. Both files are written atomically."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from sparkgate import atomic
 from sparkgate.bench import runs
 from sparkgate.bench.per_workload import ProfileComparison
 
-HEADERS = ["workload", "profile", "run", "n", "decode tok/s", "TPOT ms", "accept (agg / median)",
-           "diff tok/s vs {a} [CI]", "p", "verdict"]
+HEADERS = ["workload", "profile", "run", "n", "item mean tok/s", "agg tok/s", "TPOT ms", "accept (agg / median)",
+           "diff tok/s vs {a} [CI]", "p raw / Holm", "verdict"]
 
 
 def _f(value, pattern: str) -> str:
@@ -24,7 +25,7 @@ def table_rows(comparison: ProfileComparison) -> list[list[str]]:
     rows = []
     for w in comparison.workloads:
         if w.status != "compared":
-            rows.append([w.workload, "", "", "", "", "", "", "", "", w.status])
+            rows.append([w.workload, *[""] * (len(HEADERS) - 2), w.status])
             continue
         for index, side in enumerate(w.sides):
             n = side.numbers
@@ -33,11 +34,12 @@ def table_rows(comparison: ProfileComparison) -> list[list[str]]:
                 d = w.paired
                 diff = "-" if d.mean_difference is None else \
                     f"{d.mean_difference:+.2f} [{d.ci_low:+.2f}, {d.ci_high:+.2f}]"
-                p = _f(d.p_value, "{:.2g}")
+                p = f"{_f(d.p_value, '{:.2g}')} / {_f(w.p_adjusted, '{:.2g}')}"
                 verdict = w.recommendation.verdict if w.recommendation else ""
             accept = f"{_f(n['accept_length'], '{:.2f}')} / {_f(side.accept_median, '{:.2f}')}"
             rows.append([w.workload if index == 0 else "", side.profile, side.run.id, str(n["completed"]),
-                         _f(n["decode_tok_s"], "{:.2f}"), _f(n["tpot_ms"], "{:.2f}"), accept, diff, p, verdict])
+                         _f(side.item_mean_tok_s, "{:.2f}"), _f(n["decode_tok_s"], "{:.2f}"),
+                         _f(n["tpot_ms"], "{:.2f}"), accept, diff, p, verdict])
     return rows
 
 
@@ -48,8 +50,10 @@ def render(comparison: ProfileComparison, width: int = 200) -> str:
 
     a, b = comparison.profiles
     level = f"{1 - comparison.alpha:.0%}"
+    family = len(comparison.family)
+    holm = f"p Holm-Bonferroni adjusted over {family} workloads" if family > 1 else "one workload, p unadjusted"
     table = Table(title=f"sparkgate compare {a},{b}: per workload (paired t-test on per-item decode tok/s, "
-                        f"{b} - {a}, {level} CI, alpha {comparison.alpha:g})")
+                        f"{b} - {a}, {level} CI, {holm}, alpha {comparison.alpha:g})")
     for header in HEADERS:
         table.add_column(header.format(a=a), overflow="fold")
     for cells in table_rows(comparison):

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sparkgate.bench import envfacts, floor, harness, roofline, runs, stats, workloads
+from sparkgate.bench import envfacts, floor, harness, provenance, roofline, runs, stats, workloads
+from sparkgate.bench.provenance import SPECULATIVE  # their runs ask for, and report, per-request accept lengths
 from sparkgate.bench.published import PUBLISHED
 from sparkgate.errors import Refusal
 from sparkgate.paths import build_dir
@@ -17,10 +18,6 @@ from sparkgate.paths import build_dir
 
 class BenchError(Refusal, RuntimeError):
     pass
-
-
-# Optimizations that decode speculatively: their runs ask for, and report, per-request accept lengths.
-SPECULATIVE = ("mtp", "dspark")
 
 
 @dataclass(frozen=True)
@@ -127,6 +124,9 @@ def bench(options: BenchOptions, say: Callable[[str], None] = print) -> BenchRes
     gate = envfacts.gate_facts(url, api_key)
     if gate is not None and gate.get("state") != "open":
         raise BenchError(f"the gate at {url} is {gate.get('state')} ({gate.get('reason')}): nothing to measure")
+    mislabelled = provenance.gate_profile_mismatch(gate, profile.name, url)
+    if mislabelled:
+        raise BenchError(mislabelled)
     engine = envfacts.engine_facts(url, api_key)
 
     try:

@@ -264,3 +264,16 @@ def paired_difference(rates_a: Sequence[float], rates_b: Sequence[float], confid
         half = t_critical(confidence, df) * se
     return PairedDifference(n, sum(rates_a) / n, sum(rates_b) / n, mean_d, mean_d - half, mean_d + half, confidence,
                             t, df, 1.0 if t == 0.0 else t_two_sided_p(t, df))
+
+
+def holm_adjust(p_values: Sequence[float]) -> list[float]:
+    """Holm–Bonferroni adjusted p-values, in the input's order: the i-th smallest p times (m - i + 1), made
+    monotone (an adjusted p is never below a smaller raw p's) and capped at 1. Rejecting where the adjusted p
+    is below alpha keeps the chance of any false rejection among the m tests at most alpha."""
+    m = len(p_values)
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, index in enumerate(sorted(range(m), key=lambda i: p_values[i])):
+        running = max(running, min(1.0, (m - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
