@@ -42,21 +42,24 @@ def make_run(root: Path, run_id: str, profile: str, *, speed: float, correct: li
 
 def make_speed_run(root: Path, run_id: str, label: str, workload: str, rates: list[float], *,
                    accept: float | None = None, fingerprint: str | None = None, sampling: str = "greedy",
-                   max_tokens: int = 512, target: str = "sim", complete: bool = True, tokens: int = 512,
-                   age_s: float = 0.0, failed: tuple[int, ...] = ()) -> Path:
-    """A finished code/prose-style run whose item i decoded at rates[i] tok/s; `age_s` backdates it (runs are
-    ordered by when their summary was written)."""
+                   max_tokens: int = 512, target: str = "sim", complete: bool = True, tokens: int | list[int] = 512,
+                   age_s: float = 0.0, failed: tuple[int, ...] = (), requested: tuple[str, ...] = (),
+                   engine: dict | None = None, gate_profile: str | None = None) -> Path:
+    """A finished code/prose-style run whose item i decoded at rates[i] tok/s over tokens (or tokens[i]);
+    `age_s` backdates it (runs are ordered by when their summary was written). `engine` is the recorded engine
+    configuration and `gate_profile` the profile the recorded gate had verified (neither recorded by default)."""
     import os
     import time
 
     records = []
     for index, rate in enumerate(rates):
-        decode = (tokens - 1) / rate
+        count = tokens[index] if isinstance(tokens, list) else tokens
+        decode = (count - 1) / rate
         error = "HTTP 503" if index in failed else None
         records.append({
-            "index": index, "item_id": f"{workload}-{index:03d}", "completion_tokens": 0 if error else tokens,
+            "index": index, "item_id": f"{workload}-{index:03d}", "completion_tokens": 0 if error else count,
             "ttft_s": 0.2, "decode_s": None if error else decode, "e2e_s": None if error else 0.2 + decode,
-            "text_chunks": tokens, "spec_verify_ct": round(tokens / accept) if accept and not error else None,
+            "text_chunks": count, "spec_verify_ct": round(count / accept) if accept and not error else None,
             "accept_length": accept if not error else None, "finish_reason": None if error else "length",
             "expected": None, "correct": None, "error": error,
         })
@@ -67,13 +70,16 @@ def make_speed_run(root: Path, run_id: str, label: str, workload: str, rates: li
         log.write(record)
     log.close()
     runs.write_json_atomic(path / runs.SUMMARY, {
-        "summary_version": 1, "run_id": run_id, "profile": label, "label": None, "requested_optimizations": [],
+        "summary_version": 1, "run_id": run_id, "profile": label, "label": None,
+        "requested_optimizations": list(requested),
         "complete": complete, "stopped_early": None if complete else "stopped after 3 consecutive failed requests",
         "workload": {"name": workload, "description": f"{len(rates)} {workload} prompts",
                      "fingerprint": fingerprint or f"fp-{workload}-{len(rates)}", "items": len(rates),
                      "scored": False, "source": {"generator": workload, "count": len(rates)}},
         "protocol": {"api": "chat", "sampling": {"name": sampling}, "max_tokens": max_tokens},
-        "environment": {"target": target, "sim_faults": []},
+        "environment": {"target": target, "sim_faults": [],
+                        **({"engine": engine} if engine is not None else {}),
+                        **({"gate": {"state": "open", "profile": gate_profile}} if gate_profile else {})},
         "results": stats.summarize(records),
         "roofline": {},
     })

@@ -1,4 +1,5 @@
-"""Failure paths of the harness without a simulator: a dead endpoint and a closed gate."""
+"""Failure paths of the harness without a simulator: a dead endpoint, a closed gate, and an open gate that verified
+another profile than the one benched."""
 
 from __future__ import annotations
 
@@ -20,28 +21,59 @@ def test_a_dead_endpoint_stops_the_run_after_three_failures():
     assert "3 consecutive failed requests" in stopped
 
 
-class _ClosedGate(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
+def _gate(verdict: dict) -> type[BaseHTTPRequestHandler]:
+    """A gateway that answers only /sparkgate/verdict, with `verdict`."""
 
-    def do_GET(self):  # noqa: N802 - http.server's name
-        body = json.dumps({"state": "closed", "reason": "verification failed: mtp.accept_length"}).encode()
-        self.send_response(200 if self.path == "/sparkgate/verdict" else 503)
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+    class Gate(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):  # noqa: N802 - http.server's name
+            body = json.dumps(verdict).encode()
+            self.send_response(200 if self.path == "/sparkgate/verdict" else 503)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    return Gate
 
 
-def test_a_closed_gate_is_not_measured(tmp_path):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _ClosedGate)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        options = bench_run.BenchOptions(profile="all-three", url=f"http://127.0.0.1:{server.server_port}",
-                                         out_root=tmp_path, progress=False)
-        with pytest.raises(bench_run.BenchError, match="gate .* is closed"):
-            bench_run.bench(options, say=lambda _line: None)
-    finally:
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(verdict: dict) -> str:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _gate(verdict))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_port}"
+
+    yield start
+    for server in servers:
         server.shutdown()
         server.server_close()
+
+
+def test_a_closed_gate_is_not_measured(tmp_path, serve):
+    url = serve({"state": "closed", "reason": "verification failed: mtp.accept_length"})
+    options = bench_run.BenchOptions(profile="all-three", url=url, out_root=tmp_path, progress=False)
+    with pytest.raises(bench_run.BenchError, match="gate .* is closed"):
+        bench_run.bench(options, say=lambda _line: None)
     assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_an_open_gate_of_another_profile_is_not_measured_under_this_name(tmp_path, serve):
+    # the documented switch: dspark deployed in the all-three project, whose deploy record still names the gateway
+    url = serve({"state": "open", "reason": "verified", "profile": "dspark", "full": {"verification": {}}})
+    bundle = tmp_path / "all-three"
+    bundle.mkdir()
+    (bundle / "deploy-record.json").write_text(json.dumps({"gateway_url": url, "admitted": True, "target": "sim"}))
+    runs_root = tmp_path / "runs"
+    options = bench_run.BenchOptions(profile="all-three", bundle=bundle, out_root=runs_root, progress=False)
+    with pytest.raises(bench_run.BenchError) as refused:
+        bench_run.bench(options, say=lambda _line: None)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(f"gate.profile: the gate at {url} verified profile 'dspark', not 'all-three'")
+    assert "invoke bench --profile dspark" in message and "invoke deploy --profile all-three" in message
+    assert not runs_root.exists()  # nothing measured, nothing written

@@ -151,3 +151,135 @@ def test_errors_name_what_is_missing_and_the_command(tmp_path, setup, profiles, 
         make_speed_run(root, "b-prose", "dspark", "prose", wobble(43.0, 1.0))
     with pytest.raises(per_workload.ProfileCompareError, match=message):
         per_workload.compare_profiles(profiles, root)
+
+
+# --------------------------------------------------------------------- the tested quantity is the reported one
+def test_per_item_and_aggregate_disagreeing_is_no_clear_winner(tmp_path):
+    # 8 short answers on which dspark is faster, 2 long ones on which all-three is: per item dspark wins
+    # significantly, token-weighted all-three does; printing "run dspark" next to a slower aggregate is refused
+    root = tmp_path / "runs"
+    tokens = [21] * 8 + [2001, 2001]
+    make_speed_run(root, "a-code", "all-three", "code", [40 + 0.1 * i for i in range(8)] + [60.0, 60.5],
+                   tokens=tokens, age_s=60)
+    make_speed_run(root, "b-code", "dspark", "code", [60 + 0.13 * i for i in range(8)] + [50.0, 50.5],
+                   tokens=tokens)
+    comparison = per_workload.compare_profiles(["all-three", "dspark"], root)
+    code = by_name(comparison)["code"]
+    a, b = code.sides
+    assert code.paired.p_value < 0.05 and code.paired.mean_difference > 0  # the test: dspark faster per item
+    assert b.numbers["decode_tok_s"] < a.numbers["decode_tok_s"]  # the aggregate: all-three faster
+    rec = code.recommendation
+    assert (rec.profile, rec.verdict, rec.speedup_pct) == (None, per_workload.NO_CLEAR_WINNER, None)
+    for number in (b.item_mean_tok_s, a.item_mean_tok_s, a.numbers["decode_tok_s"], b.numbers["decode_tok_s"]):
+        assert f"{number:.2f}" in rec.text
+    assert "in aggregate all-three is" in rec.text
+    out, text = per_workload_report.write(comparison, tmp_path / "cmp")
+    data = json.loads((out / "compare.json").read_text())
+    assert data["recommendations"] == {"code": None}
+    assert data["workloads"]["code"]["results"]["dspark"]["item_mean_decode_tok_s"] == pytest.approx(b.item_mean_tok_s)
+    assert "code: no clear winner" in text
+
+
+def test_a_recommended_profile_is_faster_in_every_number_printed(mixed):
+    for w in per_workload.compare_profiles(["all-three", "dspark"], mixed).workloads:
+        if w.recommendation.profile is None:
+            continue
+        winner, loser = sorted(w.sides, key=lambda side: side.profile != w.recommendation.profile)
+        assert winner.item_mean_tok_s > loser.item_mean_tok_s
+        assert winner.numbers["decode_tok_s"] > loser.numbers["decode_tok_s"]
+        assert w.recommendation.aggregate_speedup_pct > 0 and w.recommendation.speedup_pct > 0
+        # the gain stated is of the tested quantity, the per-item means
+        assert w.recommendation.speedup_pct == pytest.approx(
+            100 * (winner.item_mean_tok_s / loser.item_mean_tok_s - 1))
+        assert f"per-item mean {winner.item_mean_tok_s:.2f} vs {loser.item_mean_tok_s:.2f} tok/s" in \
+            w.recommendation.text
+
+
+# ------------------------------------------------------------------------------ multiple-comparison control
+def test_holm_bonferroni_against_hand_computed_values():
+    # sorted 0.01, 0.03, 0.04 -> 3 * 0.01, 2 * 0.03, max(0.06, 1 * 0.04): monotone, in the input's order
+    assert stats.holm_adjust([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert stats.holm_adjust([0.02]) == [0.02]
+    assert stats.holm_adjust([0.5, 0.6]) == [1.0, 1.0]
+
+
+def weak_edge(root, workload: str, delta: float) -> None:
+    """dspark a little faster: a raw p between 0.017 and 0.05 at n = 20."""
+    base = wobble(50.0, 2.0)
+    make_speed_run(root, f"a-{workload}", "all-three", workload, base, age_s=60)
+    make_speed_run(root, f"b-{workload}", "dspark", workload,
+                   [r + delta + math.sin(2.3 * i + 0.4) for i, r in enumerate(base)])
+
+
+def test_three_weak_edges_are_not_recommended_after_holm(tmp_path):
+    root = tmp_path / "runs"
+    for workload, delta in (("code", 0.34), ("prose", 0.36), ("arith", 0.38)):
+        weak_edge(root, workload, delta)
+    comparison = per_workload.compare_profiles(["all-three", "dspark"], root)
+    for w in comparison.workloads:
+        assert 0.017 < w.paired.p_value < 0.05  # each would have been "dspark faster" on its own
+        assert w.p_adjusted > 0.05 and w.recommendation.verdict == per_workload.NO_DIFFERENCE
+        assert "Holm-adjusted over 3 workloads" in w.recommendation.text
+    raw = [w.paired.p_value for w in comparison.workloads]
+    assert [w.p_adjusted for w in comparison.workloads] == pytest.approx(stats.holm_adjust(raw))
+    out, text = per_workload_report.write(comparison, tmp_path / "cmp")
+    data = json.loads((out / "compare.json").read_text())
+    assert data["recommendations"] == {"code": None, "prose": None, "arith": None}
+    assert data["multiple_comparisons"]["method"] == "holm-bonferroni" and data["multiple_comparisons"]["m"] == 3
+    for name, w in data["workloads"].items():
+        assert w["paired"]["p_value"] == pytest.approx(by_name(comparison)[name].paired.p_value)
+        assert w["paired"]["p_value_adjusted"] > 0.05
+    assert "p Holm-Bonferroni adjusted over 3 workloads" in text and "Holm-Bonferroni adjusted over the 3" in text
+
+
+def test_one_workload_is_not_adjusted_and_a_weak_edge_then_stands(tmp_path):
+    root = tmp_path / "runs"
+    weak_edge(root, "code", 0.34)
+    code = by_name(per_workload.compare_profiles(["all-three", "dspark"], root))["code"]
+    assert code.p_adjusted == code.paired.p_value < 0.05
+    assert code.recommendation.profile == "dspark" and "one workload, no adjustment" in code.recommendation.text
+
+
+def test_strong_differences_survive_holm(mixed):
+    result = by_name(per_workload.compare_profiles(["all-three", "dspark"], mixed))
+    assert result["code"].p_adjusted < 1e-6 and result["prose"].p_adjusted < 1e-6
+    assert result["arith"].p_adjusted >= result["arith"].paired.p_value
+
+
+# ------------------------------------------------------------------------------------------- mislabelled runs
+def test_a_run_whose_gate_verified_another_profile_is_not_paired(tmp_path):
+    # bench all-three after the project's stack was switched to dspark: the run recorded the dspark gate
+    root = tmp_path / "runs"
+    make_speed_run(root, "a-code", "all-three", "code", wobble(68.0, 1.0), gate_profile="dspark", age_s=60)
+    make_speed_run(root, "b-code", "dspark", "code", wobble(68.0, 1.0), gate_profile="dspark")
+    make_speed_run(root, "a-prose", "all-three", "prose", wobble(45.0, 1.0), gate_profile="all-three", age_s=60)
+    make_speed_run(root, "b-prose", "dspark", "prose", wobble(43.0, 1.0), gate_profile="dspark")
+    result = by_name(per_workload.compare_profiles(["all-three", "dspark"], root))
+    code = result["code"]
+    assert code.status == "not comparable" and code.recommendation is None
+    assert "all-three's run a-code is mislabelled: its gate had verified profile 'dspark', not 'all-three'" in \
+        code.detail
+    assert code.produce == [f"invoke deploy --profile all-three && invoke bench --profile all-three --workload code "
+                            f"--count {N} --greedy --max-tokens 512"]
+    assert result["prose"].status == "compared"  # the runs that measured their own profile still pair
+
+
+@pytest.mark.parametrize(("engine_a", "engine_b", "status"), [
+    ({"speculative_algorithm": "DSPARK"}, {"speculative_algorithm": "DSPARK"}, "not comparable"),
+    ({"speculative_algorithm": "EAGLE"}, {"speculative_algorithm": "DSPARK"}, "compared"),
+    (None, {"speculative_algorithm": "DSPARK"}, "compared"),  # not recorded: nothing to check against
+])
+def test_same_recorded_algorithm_under_different_claims_is_not_paired(tmp_path, engine_a, engine_b, status):
+    root = tmp_path / "runs"
+    make_speed_run(root, "a-code", "all-three", "code", wobble(68.0, 1.0), requested=("humming", "fp8_lm_head", "mtp"),
+                   engine=engine_a, age_s=60)
+    make_speed_run(root, "b-code", "dspark", "code", wobble(68.2, 1.0), requested=("humming", "fp8_lm_head", "dspark"),
+                   engine=engine_b)
+    if status == "compared":
+        assert by_name(per_workload.compare_profiles(["all-three", "dspark"], root))["code"].status == status
+        return
+    with pytest.raises(per_workload.ProfileCompareError,
+                       match="both engines recorded speculative_algorithm 'DSPARK', but all-three requests mtp and "
+                             "dspark requests dspark: one run measured the other's engine.* invoke deploy --profile "
+                             "all-three && invoke bench --profile all-three --workload code"):
+        per_workload.compare_profiles(["all-three", "dspark"], root)
