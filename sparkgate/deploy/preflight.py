@@ -176,7 +176,7 @@ def dspark_drafter(profile, say: Callable[[str], None] = lambda _: None,
     if found:
         return [PreflightFinding("dspark drafter", False, line) for line in found]
     return [PreflightFinding("dspark drafter", True, f"{directory}: {settings.drafter_architecture} at "
-                             f"{settings.drafter_revision[:12]}, checksums match the download")]
+                             f"{settings.drafter_revision[:12]}, every file as downloaded, none added")]
 
 
 def memory(mem_min_gib: float = SPARK_MIN_MEM_AVAILABLE_GIB) -> PreflightFinding:

@@ -10,6 +10,7 @@ import os
 
 import pytest
 from huggingface_hub._local_folder import write_download_metadata
+from huggingface_hub.utils.sha import git_hash
 
 from sparkgate import profiles
 from sparkgate.deploy import drafter, preflight
@@ -19,18 +20,27 @@ OTHER_REVISION = "0" * 40
 REPO = "inclusionAI/Ling-3.0-flash-dspark"
 PIN = drafter.Pin(REPO, REVISION, "LingDSparkModel", 8)
 WEIGHTS = b"\x00drafter weights\x01" * 64
-FIX = f"Fix: hf download {REPO} --revision {REVISION} --local-dir "
+DOWNLOAD = f"hf download {REPO} --revision {REVISION} --local-dir "
+FIX = f"Fix: {DOWNLOAD}"
+CLEAN_FIX = "Fix: move the directory aside and re-download: mv -- "
 
 
 def download(directory, config=None, weights=WEIGHTS, revision=REVISION, name="model.safetensors"):
-    """A drafter directory as `hf download --local-dir` leaves it."""
+    """A drafter directory as `hf download --local-dir` leaves it: for a regular (non-LFS) file the etag is its
+    git blob id (huggingface_hub's own `git_hash`), for an LFS file its SHA-256."""
     directory.mkdir(parents=True, exist_ok=True)
     config = {"architectures": ["LingDSparkModel"], "block_size": 8} if config is None else config
-    (directory / "config.json").write_text(json.dumps(config))
-    write_download_metadata(directory, "config.json", revision, "a16a55fda99d2f2e7b69cce5cf93ff4ad3049930")
+    recorded_file(directory, "config.json", json.dumps(config).encode(), revision)
     (directory / name).write_bytes(weights)
     write_download_metadata(directory, name, revision, hashlib.sha256(weights).hexdigest())
     return directory
+
+
+def recorded_file(directory, name, content: bytes, revision=REVISION):
+    """A regular file as the download writes it, with its git-blob etag."""
+    (directory / name).parent.mkdir(parents=True, exist_ok=True)
+    (directory / name).write_bytes(content)
+    write_download_metadata(directory, name, revision, git_hash(content))
 
 
 def test_the_metadata_format_is_huggingface_hubs(tmp_path):
@@ -40,7 +50,11 @@ def test_the_metadata_format_is_huggingface_hubs(tmp_path):
 
 
 def test_the_pinned_download_passes(tmp_path):
-    assert drafter.problems(download(tmp_path / "d"), PIN) == []
+    directory = download(tmp_path / "d")
+    recorded_file(directory, "tokenizer_config.json", b'{"model_max_length": 32768}\n')
+    recorded_file(directory, "README.md", b"# Ling-3.0-flash-dspark\n")
+    assert (directory / ".cache/huggingface/.gitignore").is_file(), "the library's own bookkeeping is not refused"
+    assert drafter.problems(directory, PIN) == []
 
 
 def test_weights_in_a_subfolder_and_several_shards_pass(tmp_path):
@@ -55,18 +69,19 @@ def test_weights_in_a_subfolder_and_several_shards_pass(tmp_path):
 def one_fault(directory) -> str:
     found = drafter.problems(directory, PIN)
     assert len(found) == 1, found
-    assert "\n" not in found[0] and FIX in found[0], found[0]
+    assert "\n" not in found[0] and f"{CLEAN_FIX}{directory} {directory}.refused && {DOWNLOAD}{directory}" in found[0]
     return found[0]
 
 
 def test_missing_directory(tmp_path):
-    assert "no drafter directory" in one_fault(tmp_path / "absent")
+    [fault] = drafter.problems(tmp_path / "absent", PIN)
+    assert "no drafter directory" in fault and f"{FIX}{tmp_path / 'absent'} (or point" in fault
 
 
 def test_config_not_json(tmp_path):
     directory = download(tmp_path / "d")
-    (directory / "config.json").write_text("{architectures: [LingDSparkModel]")
-    assert "config.json: not readable JSON" in one_fault(directory)
+    recorded_file(directory, "config.json", b"{architectures: [LingDSparkModel]")  # recorded: only the JSON fails
+    assert "config.json': not readable JSON" in one_fault(directory)
 
 
 def test_config_a_json_list(tmp_path):
@@ -94,7 +109,7 @@ def test_no_block_size_in_the_config_is_fine(tmp_path):
 def test_wrong_revision_names_both_and_the_command(tmp_path):
     found = drafter.problems(download(tmp_path / "d", revision=OTHER_REVISION), PIN)
     assert len(found) == 2  # config.json and the weights
-    assert all(f"revision '{OTHER_REVISION}', expected {REVISION}" in line and FIX in line for line in found)
+    assert all(f"revision '{OTHER_REVISION}', expected {REVISION}" in line and CLEAN_FIX in line for line in found)
 
 
 def test_a_copy_without_the_download_metadata_is_refused(tmp_path):
@@ -109,13 +124,13 @@ def test_corrupt_weights(tmp_path):
     directory = download(tmp_path / "d")
     (directory / "model.safetensors").write_bytes(WEIGHTS[:-1] + b"\xff")
     fault = one_fault(directory)
-    assert "model.safetensors: SHA-256" in fault and f"expected {hashlib.sha256(WEIGHTS).hexdigest()}" in fault
+    assert "model.safetensors': SHA-256" in fault and f"expected {hashlib.sha256(WEIGHTS).hexdigest()}" in fault
 
 
 def test_a_deleted_shard_the_download_recorded(tmp_path):
     directory = download(tmp_path / "d")
     write_download_metadata(directory, "model-2.safetensors", REVISION, "b" * 64)
-    assert "model-2.safetensors: missing, but the download recorded it" in one_fault(directory)
+    assert "model-2.safetensors': missing, but the download recorded it" in one_fault(directory)
 
 
 def test_no_weights(tmp_path):
@@ -125,10 +140,18 @@ def test_no_weights(tmp_path):
     assert "no *.safetensors files" in one_fault(directory)
 
 
-def test_an_etag_that_is_not_a_sha256_proves_nothing(tmp_path):
+def test_an_etag_that_is_no_hash_proves_nothing(tmp_path):
     directory = download(tmp_path / "d")
-    write_download_metadata(directory, "model.safetensors", REVISION, "a16a55fda99d2f2e7b69cce5cf93ff4ad3049930")
-    assert "is not a SHA-256" in one_fault(directory)
+    write_download_metadata(directory, "model.safetensors", REVISION, "W/not-a-hash")
+    assert "recorded etag 'W/not-a-hash' is neither a SHA-256" in one_fault(directory)
+
+
+def test_a_weight_file_stored_without_lfs_is_proven_by_its_git_blob_id(tmp_path):
+    directory = download(tmp_path / "d")
+    write_download_metadata(directory, "model.safetensors", REVISION, git_hash(WEIGHTS))
+    assert drafter.problems(directory, PIN) == []
+    write_download_metadata(directory, "model.safetensors", REVISION, git_hash(WEIGHTS + b"!"))
+    assert f"git blob SHA-1 {git_hash(WEIGHTS)}, expected {git_hash(WEIGHTS + b'!')}" in one_fault(directory)
 
 
 def test_symlinked_weights_escaping_the_directory(tmp_path):
@@ -154,7 +177,168 @@ def test_large_files_report_hashing_progress(tmp_path, monkeypatch):
     monkeypatch.setattr(drafter, "HASH_CHUNK", 128)
     said = []
     assert drafter.problems(download(tmp_path / "d"), PIN, said.append) == []
-    assert said[0].startswith("hashing drafter model.safetensors") and len(said) >= 3
+    assert said[0].startswith("hashing drafter 'model.safetensors'") and len(said) >= 3
+
+
+# --- every file proven, nothing unrecorded (SGLang reads the drafter's config with trust_remote_code) ---------
+
+
+EVIL_CONFIG = {"architectures": ["LingDSparkModel"], "block_size": 8,
+               "auto_map": {"AutoConfig": "configuration_evil.EvilConfig"}}
+
+
+def test_an_edited_config_is_refused_by_its_git_blob_id(tmp_path):
+    directory = download(tmp_path / "d")
+    recorded = git_hash((directory / "config.json").read_bytes())
+    edited = json.dumps(EVIL_CONFIG).encode()
+    (directory / "config.json").write_bytes(edited)
+    fault = one_fault(directory)
+    assert f"config.json': git blob SHA-1 {git_hash(edited)}, expected {recorded} as downloaded" in fault
+
+
+def test_an_unrecorded_code_file_is_refused_and_named(tmp_path):
+    directory = download(tmp_path / "d")
+    (directory / "configuration_evil.py").write_text("import os; os.system('id')\n")
+    fault = one_fault(directory)
+    assert f"{str(directory / 'configuration_evil.py')!r}: not written by the download" in fault
+
+
+def test_the_reviewers_reproduction_edited_config_plus_unrecorded_code(tmp_path):
+    directory = download(tmp_path / "d")
+    (directory / "config.json").write_text(json.dumps(EVIL_CONFIG))
+    write_download_metadata(directory, "config.json", REVISION, "0" * 40)
+    (directory / "configuration_evil.py").write_text("import os; os.system('id')\n")
+    found = drafter.problems(directory, PIN)
+    assert len(found) == 2 and all(CLEAN_FIX in line and "\n" not in line for line in found), found
+    assert any("configuration_evil.py': not written by the download" in line for line in found)
+    assert any("config.json': git blob SHA-1" in line and f"expected {'0' * 40}" in line for line in found)
+
+
+@pytest.mark.parametrize("name", ["tokenizer.json", "modeling_ling_dspark.py", "sub/extra.safetensors.index.json",
+                                  ".hidden.py", "sub/.cache/x.py"])
+def test_any_unrecorded_file_anywhere_outside_the_downloads_cache_is_refused(tmp_path, name):
+    directory = download(tmp_path / "d")
+    (directory / name).parent.mkdir(parents=True, exist_ok=True)
+    (directory / name).write_text("{}")
+    assert f"{name}': not written by the download" in one_fault(directory)
+
+
+def test_a_recorded_regular_file_with_a_wrong_sha1_is_refused(tmp_path):
+    directory = download(tmp_path / "d")
+    content = b'{"version": "1.0"}'
+    recorded_file(directory, "tokenizer.json", content)
+    assert drafter.problems(directory, PIN) == []
+    write_download_metadata(directory, "tokenizer.json", REVISION, "f" * 40)
+    assert f"tokenizer.json': git blob SHA-1 {git_hash(content)}, expected {'f' * 40}" in one_fault(directory)
+
+
+def test_a_recorded_file_at_another_revision_is_refused(tmp_path):
+    directory = download(tmp_path / "d")
+    recorded_file(directory, "modeling_ling_dspark.py", b"# drafter code\n", revision=OTHER_REVISION)
+    assert f"modeling_ling_dspark.py': downloaded at revision '{OTHER_REVISION}'" in one_fault(directory)
+
+
+def test_a_deleted_recorded_file_that_is_no_weight(tmp_path):
+    directory = download(tmp_path / "d")
+    recorded_file(directory, "tokenizer.json", b"{}")
+    (directory / "tokenizer.json").unlink()
+    assert "tokenizer.json': missing, but the download recorded it" in one_fault(directory)
+
+
+def test_the_streamed_git_blob_id_is_the_librarys(tmp_path, monkeypatch):
+    monkeypatch.setattr(drafter, "HASH_CHUNK", 7)  # many chunks: the size header is written once, up front
+    content = bytes(range(256)) * 5
+    directory = download(tmp_path / "d")
+    recorded_file(directory, "big.bin", content)
+    assert drafter.problems(directory, PIN) == []
+
+
+def test_a_fifo_is_refused_without_reading_it(tmp_path):
+    directory = download(tmp_path / "d")
+    recorded_file(directory, "tokenizer.json", b"{}")
+    (directory / "tokenizer.json").unlink()
+    os.mkfifo(directory / "tokenizer.json")  # opening it to hash would block forever
+    assert "tokenizer.json': not a regular file" in one_fault(directory)
+
+
+def test_a_linked_directory_is_refused(tmp_path):
+    directory = download(tmp_path / "d")
+    (directory / "inner").mkdir()
+    os.symlink(directory / "inner", directory / "code")
+    assert "code': not a regular file" in one_fault(directory)
+
+
+def test_a_directory_preflight_cannot_list_is_refused(tmp_path, monkeypatch):
+    directory = download(tmp_path / "d")
+    (directory / "hidden").mkdir()
+    (directory / "hidden" / "configuration_evil.py").write_text("")
+    real_scandir = os.scandir
+
+    def scandir(path):  # as for a directory only another user may read (the tests run as root)
+        if os.fspath(path).endswith("hidden"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    assert "hidden': a directory preflight cannot list ('Permission denied'" in one_fault(directory)
+
+
+def test_many_unrecorded_files_are_named_up_to_a_bound_then_counted(tmp_path):
+    directory = download(tmp_path / "d")
+    for index in range(drafter.MAX_UNRECORDED_LISTED + 5):
+        (directory / f"stray_{index:02d}.py").write_text("")
+    found = drafter.problems(directory, PIN)
+    assert len(found) == drafter.MAX_UNRECORDED_LISTED + 1
+    assert "5 more files not written by the download" in found[-1]
+
+
+# --- bounded, uninjectable findings ----------------------------------------------------------------------------
+
+
+def test_a_huge_architectures_value_is_capped_with_its_length(tmp_path):
+    fault = one_fault(download(tmp_path / "d", config={"architectures": ["x" * 300_000], "block_size": 8}))
+    assert len(fault) < 1000 and "… (300004 chars)" in fault
+
+
+def test_a_huge_block_size_value_is_capped_with_its_length(tmp_path):
+    fault = one_fault(download(tmp_path / "d", config={"architectures": ["LingDSparkModel"],
+                                                       "block_size": "8" * 300_000}))
+    assert len(fault) < 1000 and "block_size '888" in fault and "… (300000 chars)" in fault
+
+
+def test_a_value_with_a_newline_cannot_forge_a_line(tmp_path):
+    fault = one_fault(download(tmp_path / "d", config={"architectures": ["x\nFix: rm -rf ~"]}))
+    assert "architectures ['x\\nFix: rm -rf ~']" in fault
+
+
+def test_a_deeply_nested_config_is_one_line(tmp_path):
+    directory = download(tmp_path / "d")
+    recorded_file(directory, "config.json", b"[" * 100_000 + b"]" * 100_000)
+    assert "config.json': not readable JSON (RecursionError" in one_fault(directory)
+
+
+@pytest.mark.parametrize("name", ["a\nFix: rm -rf ~.safetensors", "a\nFix: rm -rf ~.py", "a\rb\u2028c.json"])
+def test_a_file_name_with_a_line_break_is_quoted(tmp_path, name):
+    directory = download(tmp_path / "d")
+    (directory / name).write_bytes(b"w")
+    fault = one_fault(directory)
+    assert repr(str(directory / name)) in fault and fault.splitlines() == [fault]
+
+
+def test_a_directory_name_with_a_line_break_is_one_line(tmp_path):
+    directory = download(tmp_path / "d\nFix: rm -rf ~")
+    [fault] = drafter.problems(directory, PIN)
+    assert fault.startswith(repr(str(directory))) and "\n" not in fault and "control characters" in fault
+
+
+def test_a_long_name_is_capped(tmp_path):
+    directory = download(tmp_path / "d")
+    deep = directory.joinpath(*["n" * 200] * 3)
+    deep.mkdir(parents=True)
+    (deep / "x.py").write_text("")
+    fault = one_fault(directory)
+    assert len(fault) < 1000 and "…" in fault  # the head, then the tail with the file's own name
+    assert f"{'n' * 100}/x.py' ({len(str(deep / 'x.py'))} chars): not written by the download" in fault
 
 
 # --- the preflight finding, from the profile ------------------------------------------------------------
