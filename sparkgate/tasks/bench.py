@@ -101,7 +101,8 @@ def _names_profiles(refs: list[str], root: Path) -> bool:
                 "workload by workload, with a recommendation; or comma-separated run ids or directories, or "
                 "`latest`: the newest run of each profile on the newest run's prompt set",
         "baseline": "the run the others are compared with (default: the first run without optimizations)",
-        "alpha": "significance level of the McNemar test and of the per-workload paired t-test (default 0.05)",
+        "alpha": "significance level of the McNemar test and of the per-workload paired t-test, whose p-values are "
+                 "Holm-Bonferroni adjusted across the workloads compared (default 0.05)",
         "out": "output directory (default build/bench/compare-<time>)",
         "root": "where the bench runs are stored (default build/bench)",
         "no_png": "skip the PNG",
