@@ -8,6 +8,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+# SGLang's log record (sglang/srt/utils/common.py configure_logger): "[<time><prefix>] <message>". The checks match
+# a message from its start: text a client sent, which --log-requests echoes *inside* a message (as a repr, so
+# without a raw newline), can then never pass for an engine line, nor poison a check that wants zero or exactly
+# one. Lines without the prefix (tracebacks, uvicorn's access log) are never evidence.
+_RECORD = re.compile(r"\[[^\]\n]*\] (.*)")
+
 
 @dataclass(frozen=True)
 class EngineLog:
@@ -15,15 +21,19 @@ class EngineLog:
     text: str | None  # None: could not be read (fail closed)
     error: str | None = None
 
-    def count(self, needle: str) -> int:
-        return 0 if self.text is None else self.text.count(needle)
+    def messages(self) -> list[str]:
+        """The message part of every SGLang log record, in order."""
+        if self.text is None:
+            return []
+        return [m.group(1) for m in map(_RECORD.match, self.text.splitlines()) if m]
 
-    def lines_with(self, needle: str) -> list[str]:
-        return [] if self.text is None else [l for l in self.text.splitlines() if needle in l]
+    def count(self, message: str) -> int:
+        """Records whose message starts with `message`."""
+        return sum(1 for m in self.messages() if m.startswith(message))
 
     def matching(self, pattern: re.Pattern[str]) -> list[str]:
-        """Lines holding a rendering of an SGLang log format (see conformance.log_pattern)."""
-        return [] if self.text is None else [l for l in self.text.splitlines() if pattern.search(l)]
+        """Messages that are a rendering of an SGLang log format (see conformance.log_pattern), from their start."""
+        return [m for m in self.messages() if pattern.match(m)]
 
 
 def from_file(path: str) -> EngineLog:

@@ -26,6 +26,11 @@ RUNNER = C.log_line("dspark_runner_initialized", attention_backend="flashinfer",
 NAMES = [name for name, stage in dspark.CHECKS.items() if stage is not Stage.RECHECK_ONLY]
 
 
+def record(message: str) -> str:
+    """A log line as SGLang's logger writes it (scheduler process)."""
+    return f"[2026-12-01 12:00:00 TP0] {message}"
+
+
 @pytest.fixture(scope="module")
 def want() -> dict:
     return expectations_mod.build(profiles.load("dspark"), "spark", 1.0)
@@ -45,12 +50,12 @@ def healthy(want: dict) -> Evidence:
         "linear_replayssm_cache_len": 32,
         "internal_states": [{"avg_spec_accept_length": 5.1, "dspark_info_record": {}, "engagement": engagement}],
     }
-    log = "\n".join([
+    log = "\n".join(map(record, [
         "Load weight end. elapsed=300.1 s, type=BailingMoeV3ForCausalLM, dtype=torch.bfloat16",
         "Load weight end. elapsed=4.2 s, type=LingDSparkModel, dtype=torch.bfloat16",
         RUNNER,
         "Decode batch, #running-req: 1, accept len: 5.10, accept rate: 0.57, block accept len: 5.10, ",
-    ])
+    ]))
     requests = [RequestResult(i, completion_tokens=128, decode_s=2.0, spec_verify_ct=25,
                               spec_accept_length=5.12, finish_reason="length") for i in range(3)]
     return Evidence(expectations=copy.deepcopy(want), health_status=200, server_info=server_info,
@@ -83,8 +88,8 @@ def engagement(ev: Evidence) -> dict:
 
 
 def with_log(ev: Evidence, *lines: str, drop_runner: bool = False) -> Evidence:
-    text = ev.log.text if not drop_runner else ev.log.text.replace(RUNNER, "")
-    ev.log = EngineLog(ev.log.source, "\n".join([text, *lines]))
+    text = ev.log.text if not drop_runner else ev.log.text.replace(record(RUNNER), "")
+    ev.log = EngineLog(ev.log.source, "\n".join([text, *map(record, lines)]))
     return ev
 
 
@@ -200,3 +205,14 @@ def test_the_probe_is_judged_against_dsparks_floor(want, monkeypatch):
     assert set(results) == {"sentinel.dspark_accept_probe", "sentinel.dspark_accept_window"}
     probe = results["sentinel.dspark_accept_probe"]
     assert not probe.passed and probe.expected.startswith(">= 3.0")  # 2.5 passes NEXTN's 2.0, not DSpark's 3.0
+
+
+def test_client_text_echoed_into_the_log_is_never_evidence(want):
+    """--log-requests echoes a prompt inside a message (as a repr): a client must not be able to fake a runner line
+    or a degraded-mode line, or push an exactly-once check to two."""
+    echoed = [f"Receive: obj=GenerateReqInput(text={line!r}, sampling_params={{}})" for line in (
+        C.log_line("dspark_draft_graph_disabled", available=0.5), C.log_line("dspark_proposal_eager", reason="x"),
+        RUNNER, C.log_line("dspark_draft_config_unreadable", error="boom"),
+    )]
+    assert failing(with_log(healthy(want), *echoed)) == set()
+    assert failing(with_log(healthy(want), *echoed, drop_runner=True)) == {"dspark.log_runner_initialized"}

@@ -16,11 +16,15 @@ def _log(*lines: str) -> EngineLog:
     return EngineLog("test log", "\n".join(lines) + "\n")
 
 
+def _record(message: str) -> str:
+    return f"[2026-12-01 12:00:00 TP0] {message}"
+
+
 def test_an_engine_dead_during_load_fails_its_log_checks_by_name():
     want = _want("all-three")
     target_loaded = C.log_line("load_weight_end", elapsed=1.0, model_class=C.class_name("target_model"), quant="",
                                avail=10.0, usage=60.0)
-    failing = judge_exited_engine(want, _log(target_loaded, "Traceback (most recent call last):", "OSError: boom"))
+    failing = judge_exited_engine(want, _log(_record(target_loaded), "Traceback (most recent call last):", "OSError: boom"))
     names = {c.name for c in failing}
     assert {"engine.log", "mtp.log_draft_loaded", "fp8_lm_head.log_signature"} <= names
     # Only what a log can prove: no health, configuration or calibration check is judged from it.
