@@ -212,6 +212,8 @@ ENV_REFUSAL_REASONS: dict[str, str] = {
     "SGLANG_QUANT_ALLOW_DOWNCASTING": "lets SGLang downcast weights silently",
     "SGLANG_DSPARK_FP32_LM_HEAD": "changes the LM head's precision outside optimizations.fp8_lm_head",
     "SGLANG_ROCM_OPT_DSPARK_FP8_LM_HEAD": "changes the LM head's precision outside optimizations.fp8_lm_head",
+    "SGLANG_RAGGED_VERIFY_MODE": "turns on DSpark's trimmed (cap-accept/compact) verify planner, which "
+    "optimizations.dspark keeps off (static, SGLang's default)",
 }
 # Not SGLang's, but read by the loader or the interpreter before SGLang starts: they change which code runs.
 ENV_REFUSED_PREFIXES: dict[str, str] = {
@@ -222,6 +224,19 @@ ENV_REFUSED_PREFIXES: dict[str, str] = {
     # some without a log line the gate reads (SGLANG_DSPARK_FOLDED_PROPOSAL=0 keeps the proposal eager silently).
     "SGLANG_DSPARK_": "DSpark's own knobs change how the drafter proposes (kept eager, greedy, unfused), "
     "several without a log line the gate reads; optimizations.dspark launches DSpark with SGLang's defaults",
+    # The generic DSpark worker reads these too (dspark_worker_v2.py, dspark_draft_sampler.py), and DSpark's
+    # drafter is a DFlash model: same reason.
+    "SGLANG_OPT_DSV41_": "change how the DSpark worker folds, commits and rejects drafts, without a log line the "
+    "gate reads; optimizations.dspark launches DSpark with SGLang's defaults",
+    "SGLANG_DFLASH_": "change how the DSpark drafter (a DFlash model) samples, without a log line the gate reads",
+    "SGLANG_SPEC_": "change speculative decoding's scheduling and verification, which the gate measures only "
+    "with SGLang's defaults",
+    # Test and simulation hooks: SGLANG_SIMULATE_ACC_LEN forces the committed length of every verify step, so a
+    # garbage-emitting engine would pass the acceptance and speed floors.
+    "SGLANG_SIMULATE_": "simulate acceptance or expert routing: the gate would measure the simulation, not the "
+    "engine (SGLANG_SIMULATE_ACC_LEN fakes the accept length while emitting junk)",
+    "SGLANG_TEST_": "SGLang's test hooks inject failures, delays and scripted runtimes",
+    "SGLANG_DEBUG_": "SGLang's debug hooks change memory-pool and I/O behaviour",
 }
 ENV_REFUSED_NAMES: dict[str, str] = {
     "PATH": "changes which programs the engine runs",

@@ -333,3 +333,24 @@ def test_dspark_knobs_are_refused_in_env(tmp_path, name):
 def test_a_named_reason_wins_over_its_prefix(tmp_path):
     ref = write(tmp_path, "user", "extends: [dspark]\nenv:\n  SGLANG_DSPARK_FP32_LM_HEAD: '1'\n")
     assert "changes the LM head's precision outside optimizations.fp8_lm_head" in refusal(ref)
+
+
+@pytest.mark.parametrize("parent", ["dspark", "all-three"])
+@pytest.mark.parametrize(("name", "prefix"), [
+    ("SGLANG_SIMULATE_ACC_LEN", "SGLANG_SIMULATE_"), ("SGLANG_SIMULATE_ACC_METHOD", "SGLANG_SIMULATE_"),
+    ("SGLANG_OPT_DSV41_DSPARK_MID_FOLD", "SGLANG_OPT_DSV41_"), ("SGLANG_OPT_DSV41_BLOCKWISE_REJECTION", "SGLANG_OPT_DSV41_"),
+    ("SGLANG_DFLASH_EAGER_DRAFT_SAMPLER", "SGLANG_DFLASH_"), ("SGLANG_SPEC_TP_SYNC", "SGLANG_SPEC_"),
+    ("SGLANG_TEST_RAGGED_VERIFY_FORCE_UNIFORM_CAPTURE", "SGLANG_TEST_"), ("SGLANG_DEBUG_POISON_POOL", "SGLANG_DEBUG_"),
+])
+def test_knobs_that_fake_or_reshape_speculation_are_refused(tmp_path, parent, name, prefix):
+    """SGLANG_SIMULATE_ACC_LEN forces every verify step's committed length (dspark_verify.py): the accept-length and
+    speed floors would pass on an engine emitting junk. Declared by SGLang, so only an explicit refusal stops it."""
+    ref = write(tmp_path, "user", f"extends: [{parent}]\nenv:\n  {name}: '6'\n")
+    [line] = refusal_lines(ref, f"{prefix}* variables are refused")
+    assert line.startswith(f"{ref}: env.{name}") and "Fix: remove it from env:" in line
+
+
+def test_the_ragged_verify_planner_is_refused(tmp_path):
+    ref = write(tmp_path, "user", "extends: [dspark]\nenv:\n  SGLANG_RAGGED_VERIFY_MODE: cap-accept\n")
+    [line] = refusal_lines(ref, "SGLANG_RAGGED_VERIFY_MODE is refused")
+    assert line.startswith(f"{ref}: env.SGLANG_RAGGED_VERIFY_MODE")
