@@ -145,7 +145,22 @@ def rules(ctx: RuleContext) -> list[Problem]:
         *_ring_problems(ctx),
         *_batch_problems(ctx),
         *_draft_path_problems(ctx),
+        *_drafter_class_problems(ctx),
     ]
+
+
+def _drafter_class_problems(ctx: RuleContext) -> list[Problem]:
+    """The gate identifies the drafter by its class; a profile could otherwise name any class it likes (the
+    generic DSparkDraftModel, or the target's own) and the checks would look for that instead."""
+    named = ctx.profile.optimizations.dspark.drafter_architecture
+    if named == DRAFT_MODEL_CLASS:
+        return []
+    return [ctx.problem(
+        ["optimizations.dspark.drafter_architecture"],
+        f"{named!r} is not the drafter SGLang {conformance.SGLANG_VERSION} loads for a Ling-3.0-flash target: "
+        f"sglang/srt/models/dspark.py registers it as {DRAFT_MODEL_CLASS}, and the gate checks for that class",
+        f"remove optimizations.dspark.drafter_architecture (default {DRAFT_MODEL_CLASS})",
+    )]
 
 
 def _exclusive_problems(ctx: RuleContext) -> list[Problem]:

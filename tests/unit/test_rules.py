@@ -354,3 +354,10 @@ def test_the_ragged_verify_planner_is_refused(tmp_path):
     ref = write(tmp_path, "user", "extends: [dspark]\nenv:\n  SGLANG_RAGGED_VERIFY_MODE: cap-accept\n")
     [line] = refusal_lines(ref, "SGLANG_RAGGED_VERIFY_MODE is refused")
     assert line.startswith(f"{ref}: env.SGLANG_RAGGED_VERIFY_MODE")
+
+
+@pytest.mark.parametrize("named", ["DSparkDraftModel", "BailingMoeV3ForCausalLM", "Qwen3DSparkModel"])
+def test_the_drafter_class_is_the_one_sglang_registers_for_ling(tmp_path, named):
+    ref = write(tmp_path, "user", f"extends: [dspark]\noptimizations:\n  dspark:\n    drafter_architecture: {named}\n")
+    [line] = refusal_lines(ref, f"{named!r} is not the drafter SGLang 0.5.23 loads for a Ling-3.0-flash target")
+    assert line.startswith(f"{ref}: optimizations.dspark.drafter_architecture") and "LingDSparkModel" in line
