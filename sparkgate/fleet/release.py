@@ -19,6 +19,7 @@ from sparkgate import profiles, render
 from sparkgate.deploy.deploy import SIM_START_BUDGET_S, SPARK_START_BUDGET_S
 from sparkgate.deploy.preflight import SPARK_MIN_MEM_AVAILABLE_GIB
 from sparkgate.errors import run_cli
+from sparkgate.fleet import drafter
 from sparkgate.images import load_lock
 
 # A simulated engine holds no weights: a lab host only needs room for three small containers.
@@ -67,6 +68,8 @@ def build(options: ReleaseOptions) -> dict:
         "min_mem_available_gib": SPARK_MIN_MEM_AVAILABLE_GIB if spark else SIM_MIN_MEM_AVAILABLE_GIB,
         "memory_timeout_s": MEMORY_TIMEOUT_S,
         "verdict_budget_s": SPARK_START_BUDGET_S if spark else SIM_START_BUDGET_S,
+        # The drafter spark_host asserts on the host before anything stops (None: no DSpark, or a sim host).
+        "dspark_drafter": drafter.pin(loaded.profile, options.target),
     }
 
 

@@ -51,18 +51,35 @@ def _modules(tasks: list) -> set[str]:
     return found
 
 
+def _host_role_tasks() -> list:
+    """spark_host's tasks, its DSpark drafter file included, blocks flattened."""
+    tasks = []
+    for name in ("main.yml", "drafter.yml"):
+        for task in yaml.safe_load((ANSIBLE / "roles" / "spark_host" / "tasks" / name).read_text()):
+            tasks += [task, *task.get("block", [])]
+    return tasks
+
+
 def test_host_role_only_asserts_and_reads():
-    tasks = yaml.safe_load((ANSIBLE / "roles" / "spark_host" / "tasks" / "main.yml").read_text())
+    tasks = _host_role_tasks()
     assert _modules(tasks) == {"ansible.builtin.assert", "ansible.builtin.command", "ansible.builtin.slurp",
-                               "ansible.builtin.stat", "ansible.builtin.debug"}
-    flat = tasks + [t for task in tasks for t in task.get("block", [])]
-    assert not [t["name"] for t in flat if "become" in t]  # nothing runs as root
+                               "ansible.builtin.stat", "ansible.builtin.debug", "ansible.builtin.find",
+                               "ansible.builtin.include_tasks"}
+    assert not [t["name"] for t in tasks if "become" in t]  # nothing runs as root
+    # Commands are argv lists (no shell string) and change nothing.
+    commands = [t for t in tasks if "ansible.builtin.command" in t]
+    assert all("argv" in t["ansible.builtin.command"] and t["changed_when"] is False for t in commands)
 
 
 def test_every_host_assertion_names_host_fact_and_fix():
-    tasks = yaml.safe_load((ANSIBLE / "roles" / "spark_host" / "tasks" / "main.yml").read_text())
-    flat = tasks + [t for task in tasks for t in task.get("block", [])]
-    asserts = [t["ansible.builtin.assert"] for t in flat if "ansible.builtin.assert" in t]
-    assert len(asserts) == 8
+    asserts = [t["ansible.builtin.assert"] for t in _host_role_tasks() if "ansible.builtin.assert" in t]
+    assert len(asserts) == 8 + 12  # the host's facts, then the DSpark drafter's
+    drafter = yaml.safe_load((ANSIBLE / "roles" / "spark_host" / "tasks" / "drafter.yml").read_text())[0]["vars"]
+    fix = drafter["spark_host_dspark_fix"]
+    assert fix.startswith("Fix: move the directory aside and re-download: mv -- ") and \
+        fix.endswith("&& {{ spark_host_dspark_download }}")
+    assert drafter["spark_host_dspark_download"].startswith("hf download {{ sparkgate_dspark_drafter.repo | quote }}")
     for spec in asserts:
+        spec = {**spec, "fail_msg": spec["fail_msg"].replace("{{ spark_host_dspark_fix }}", fix)}
         assert spec["fail_msg"].startswith("{{ inventory_hostname }}: ") and "Fix:" in spec["fail_msg"], spec
+        assert "\n" not in spec["fail_msg"].strip(), spec  # one line

@@ -1,0 +1,64 @@
+"""A dspark rollout checks the DSpark drafter on every host before anything changes: the controller decides
+from the validated profile which drafter a host needs (sparkgate/fleet/drafter.py) and the release carries it;
+the compose environment mounts the directory that was checked."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import yaml
+
+from sparkgate import profiles
+from sparkgate.fleet import drafter, release
+from sparkgate.paths import repo_root
+
+STACK = repo_root() / "ansible" / "roles" / "sparkgate_stack"
+
+
+def test_dspark_on_a_spark_needs_the_profiles_pinned_drafter():
+    settings = profiles.load("dspark").profile.optimizations.dspark
+    assert drafter.pin(profiles.load("dspark").profile, "spark") == {
+        "repo": settings.drafter_repo, "revision": settings.drafter_revision,
+        "architecture": "LingDSparkModel", "block_size": 8}
+    assert len(settings.drafter_revision) == 40
+
+
+def test_no_drafter_without_dspark_or_on_a_simulator_host():
+    assert drafter.pin(profiles.load("all-three").profile, "spark") is None
+    assert drafter.pin(profiles.load("baseline").profile, "spark") is None
+    assert drafter.pin(profiles.load("dspark").profile, "sim") is None  # the simulator mounts an empty volume
+
+
+def test_release_carries_the_drafter_the_host_role_asserts(tmp_path):
+    spark = release.build(release.ReleaseOptions("dspark", "spark", tmp_path))
+    assert spark["dspark_drafter"] == drafter.pin(profiles.load("dspark").profile, "spark")
+    assert release.build(release.ReleaseOptions("dspark", "sim", tmp_path))["dspark_drafter"] is None
+    assert release.build(release.ReleaseOptions("all-three", "spark", tmp_path))["dspark_drafter"] is None
+
+
+def test_command_line_prints_the_role_variables_and_refuses_a_bad_profile_in_one_line():
+    done = subprocess.run([sys.executable, "-m", "sparkgate.fleet.drafter", "--profile", "dspark"],
+                          capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == {"sparkgate_dspark_drafter": drafter.pin(profiles.load("dspark").profile, "spark")}
+    bad = subprocess.run([sys.executable, "-m", "sparkgate.fleet.drafter", "--profile", "no-such-profile"],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1 and "no-such-profile" in bad.stderr
+
+
+def test_stack_role_passes_the_release_drafter_to_the_host_checks_before_touching_the_stack():
+    tasks = yaml.safe_load((STACK / "tasks" / "main.yml").read_text())[0]["block"]
+    names = [t["name"] for t in tasks]
+    host = tasks[names.index("Assert the host can run it")]
+    assert host["vars"]["sparkgate_dspark_drafter"] == "{{ sparkgate_stack_release.dspark_drafter | default(none) }}"
+    assert names.index("Assert the host can run it") < names.index("Replace the running stack")
+
+
+def test_compose_environment_names_the_drafter_dir_only_for_a_dspark_release():
+    stage = yaml.safe_load((STACK / "tasks" / "stage.yml").read_text())
+    content = next(t for t in stage if "compose environment" in t["name"])["ansible.builtin.copy"]["content"]
+    assert "{% if sparkgate_stack_release.dspark_drafter | default(none) is not none %}\n" \
+           "SPARKGATE_DSPARK_DIR={{ sparkgate_dspark_dir }}\n{% endif %}" in content
+    defaults = yaml.safe_load((STACK / "defaults" / "main.yml").read_text())
+    assert defaults["sparkgate_dspark_dir"] == "{{ ansible_facts['env']['HOME'] }}/models/Ling-3.0-flash-dspark"
