@@ -55,10 +55,11 @@ def test_stack_role_passes_the_release_drafter_to_the_host_checks_before_touchin
     assert names.index("Assert the host can run it") < names.index("Replace the running stack")
 
 
-def test_compose_environment_names_the_drafter_dir_only_for_a_dspark_release():
-    stage = yaml.safe_load((STACK / "tasks" / "stage.yml").read_text())
-    content = next(t for t in stage if "compose environment" in t["name"])["ansible.builtin.copy"]["content"]
-    assert "{% if sparkgate_stack_release.dspark_drafter | default(none) is not none %}\n" \
-           "SPARKGATE_DSPARK_DIR={{ sparkgate_dspark_dir }}\n{% endif %}" in content
-    defaults = yaml.safe_load((STACK / "defaults" / "main.yml").read_text())
-    assert defaults["sparkgate_dspark_dir"] == "{{ ansible_facts['env']['HOME'] }}/models/Ling-3.0-flash-dspark"
+def test_drafter_dir_defaults_to_the_deploys_and_both_roles_agree():
+    stack = yaml.safe_load((STACK / "defaults" / "main.yml").read_text())
+    host = yaml.safe_load((STACK.parent / "spark_host" / "defaults" / "main.yml").read_text())
+    assert stack["sparkgate_dspark_dir"] == host["sparkgate_dspark_dir"] == \
+        "{{ ansible_facts['env']['HOME'] }}/models/Ling-3.0-flash-dspark"
+    # The same directory a single-host deploy mounts by default (sparkgate/render.py).
+    assert profiles.load("dspark").profile.optimizations.dspark.draft_model_path.endswith("/Ling-3.0-flash-dspark")
+    assert host["sparkgate_dspark_drafter"] is None  # nothing to check unless the controller says so

@@ -1,7 +1,8 @@
 """The `spark_host` role's DSpark drafter assertions, run with ansible-playbook: (1) every fault kind at once,
 one local-connection host per fixture directory; (2) over the lab's SSH, host1 holding a good drafter, host2
-one whose weight was edited after the download, host3 none. Each refused host gets one line naming it, the
-fact, observed, expected and the fix."""
+one whose weight was edited after the download, host3 none; (3) the stack role's compose environment names
+SPARKGATE_DSPARK_DIR for a dspark release only. Each refused host gets one line naming it, the fact,
+observed, expected and the fix."""
 
 from __future__ import annotations
 
@@ -103,3 +104,39 @@ def test_drafter_is_asserted_on_each_host_before_anything_runs(fleet_lab, tmp_pa
     assert failed["host3"].startswith(f"host3: dspark.drafter_dir: observed {roots['host3']}/no-drafter missing, "
                                       f"expected the drafter {pin['repo']} at {pin['revision'][:12]}"), failed["host3"]
     assert f"Fix: {download} {roots['host3']}/no-drafter" in failed["host3"]
+
+
+STAGE = """\
+- name: Stage a release
+  hosts: all
+  gather_facts: true
+  gather_subset: [min]
+  tasks:
+    - name: Run the stack role's staging
+      ansible.builtin.include_role:
+        name: sparkgate_stack
+        tasks_from: stage.yml
+"""
+
+
+def test_compose_environment_mounts_the_checked_drafter_dir_only_for_a_dspark_release(tmp_path):
+    (tmp_path / "bundle").mkdir()
+    (tmp_path / "bundle" / "compose.yaml").write_text("services: {}\n")
+    (tmp_path / "stage.yml").write_text(STAGE)
+    envs = {}
+    for profile in ("dspark", "all-three"):
+        release = {"bundle": str(tmp_path / "bundle"), "host_bundle": str(tmp_path / "root" / profile),
+                   "env_file": str(tmp_path / f"{profile}.env"),
+                   "dspark_drafter": drafter.pin(profiles.load(profile).profile, "spark")}
+        (tmp_path / "vars.json").write_text(json.dumps({
+            "sparkgate_stack_release": release, "sparkgate_root": str(tmp_path / "root"),
+            "sparkgate_dspark_dir": "/srv/models/Ling-3.0-flash-dspark"}))
+        done = subprocess.run([ansible_tool("ansible-playbook"), "-i", "localhost,", "-c", "local",
+                               "-e", f"ansible_python_interpreter={sys.executable}", "-e", f"@{tmp_path / 'vars.json'}",
+                               str(tmp_path / "stage.yml")], capture_output=True, text=True, timeout=300,
+                              env={**ansible_env(), "ANSIBLE_ROLES_PATH": str(repo_root() / "ansible" / "roles")})
+        assert done.returncode == 0, done.stdout[-2000:]
+        envs[profile] = (tmp_path / f"{profile}.env").read_text().splitlines()
+    assert envs["dspark"] == ["SPARKGATE_GATEWAY_PORT=18000", "SPARKGATE_GATEWAY_BIND=127.0.0.1",
+                              "SPARKGATE_DSPARK_DIR=/srv/models/Ling-3.0-flash-dspark"]
+    assert envs["all-three"] == ["SPARKGATE_GATEWAY_PORT=18000", "SPARKGATE_GATEWAY_BIND=127.0.0.1"]
