@@ -101,11 +101,12 @@ def deploy_stack(request, tmp_path):
         port = free_port()
         name = f"sparkgate-t-{request.node.name[:20]}-{os.getpid()}-{len(stacks)}".lower()
         name = "".join(ch if ch.isalnum() or ch == "-" else "-" for ch in name)
-        options = deploy_mod.DeployOptions(
+        defaults = dict(
             profile=profile, target="sim", project=name, out=tmp_path / name, port=port, sim_faults=tuple(faults),
             sim_admin=True, sim_time_scale=E2E_SCALE, sim_startup_s=E2E_STARTUP_S, recheck_period_s=E2E_PERIOD_S,
-            budget_s=180, **extra,
+            budget_s=180,
         )
+        options = deploy_mod.DeployOptions(**{**defaults, **extra})
         lines: list[str] = []
         try:
             result = deploy_mod.deploy(options, say=lines.append)
