@@ -63,3 +63,13 @@ def test_drafter_dir_defaults_to_the_deploys_and_both_roles_agree():
     # The same directory a single-host deploy mounts by default (sparkgate/render.py).
     assert profiles.load("dspark").profile.optimizations.dspark.draft_model_path.endswith("/Ling-3.0-flash-dspark")
     assert host["sparkgate_dspark_drafter"] is None  # nothing to check unless the controller says so
+
+
+def test_model_dir_default_is_the_same_in_both_roles():
+    """spark_host checks sparkgate_model_dir and the stack role's env file makes compose mount it: one default."""
+    stack = yaml.safe_load((STACK / "defaults" / "main.yml").read_text())
+    host = yaml.safe_load((STACK.parent / "spark_host" / "defaults" / "main.yml").read_text())
+    assert stack["sparkgate_model_dir"] == host["sparkgate_model_dir"] == \
+        "{{ ansible_facts['env']['HOME'] }}/models/Ling-3.0-flash-fp4"
+    stage = (STACK / "tasks" / "stage.yml").read_text()
+    assert "SPARKGATE_MODEL_DIR={{ sparkgate_model_dir }}" in stage

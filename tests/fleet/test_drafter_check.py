@@ -130,13 +130,16 @@ def test_compose_environment_mounts_the_checked_drafter_dir_only_for_a_dspark_re
                    "dspark_drafter": drafter.pin(profiles.load(profile).profile, "spark")}
         (tmp_path / "vars.json").write_text(json.dumps({
             "sparkgate_stack_release": release, "sparkgate_root": str(tmp_path / "root"),
-            "sparkgate_dspark_dir": "/srv/models/Ling-3.0-flash-dspark"}))
+            "sparkgate_dspark_dir": "/srv/models/Ling-3.0-flash-dspark",
+            "sparkgate_model_dir": "/srv/models/Ling-3.0-flash-fp4"}))
         done = subprocess.run([ansible_tool("ansible-playbook"), "-i", "localhost,", "-c", "local",
                                "-e", f"ansible_python_interpreter={sys.executable}", "-e", f"@{tmp_path / 'vars.json'}",
                                str(tmp_path / "stage.yml")], capture_output=True, text=True, timeout=300,
                               env={**ansible_env(), "ANSIBLE_ROLES_PATH": str(repo_root() / "ansible" / "roles")})
         assert done.returncode == 0, done.stdout[-2000:]
         envs[profile] = (tmp_path / f"{profile}.env").read_text().splitlines()
-    assert envs["dspark"] == ["SPARKGATE_GATEWAY_PORT=18000", "SPARKGATE_GATEWAY_BIND=127.0.0.1",
-                              "SPARKGATE_DSPARK_DIR=/srv/models/Ling-3.0-flash-dspark"]
-    assert envs["all-three"] == ["SPARKGATE_GATEWAY_PORT=18000", "SPARKGATE_GATEWAY_BIND=127.0.0.1"]
+    # The checkpoint directory spark_host checked is the one compose mounts, whatever the inventory says.
+    common = ["SPARKGATE_GATEWAY_PORT=18000", "SPARKGATE_GATEWAY_BIND=127.0.0.1",
+              "SPARKGATE_MODEL_DIR=/srv/models/Ling-3.0-flash-fp4"]
+    assert envs["dspark"] == [*common, "SPARKGATE_DSPARK_DIR=/srv/models/Ling-3.0-flash-dspark"]
+    assert envs["all-three"] == common
