@@ -152,6 +152,15 @@ def _env_entry_problem(ctx: RuleContext, entry, owned: dict[str, str], known: di
     why = sglang_env.value_problem(known[name], entry.value)
     if why:
         return ctx.problem([entry.field], f"{why}; SGLang would warn and use its default", "give a value SGLang parses")
+    if name.startswith(F.ENV_PREFIX) and name not in F.ENV_ALLOWED_SGLANG:
+        return ctx.problem(
+            [entry.field],
+            f"{name} is declared by SGLang {SGLANG_VERSION} but is not one of the SGLang variables a profile may set: "
+            "SGLang reads hundreds of knobs, many of which change speculation, kernels or accounting without a log "
+            "line the gate reads",
+            f"remove it; the allowed ones are {', '.join(sorted(F.ENV_ALLOWED_SGLANG))} "
+            "(docs/profiles.md says how to propose another)",
+        )
     return None
 
 

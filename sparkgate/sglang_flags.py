@@ -238,6 +238,24 @@ ENV_REFUSED_PREFIXES: dict[str, str] = {
     "SGLANG_TEST_": "SGLang's test hooks inject failures, delays and scripted runtimes",
     "SGLANG_DEBUG_": "SGLang's debug hooks change memory-pool and I/O behaviour",
 }
+# The SGLang variables a profile may set, each with why it cannot fool the gate. SGLang 0.5.23 declares ~770
+# variables; many change speculation, kernels, scheduling or accounting without a log line the gate reads (a
+# review found SGLANG_SIMULATE_ACC_LEN, which fakes the accept length while the engine emits junk), so a deny-list
+# would admit next release's knob silently. Anything else SGLang declares is refused; a refusal of a known-bad
+# family above still gives its specific reason first.
+ENV_ALLOWED_SGLANG: dict[str, str] = {
+    "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "the published recipe sets it; the context length itself is a "
+    "modelled field",
+    "SGLANG_ENABLE_JIT_DEEPGEMM": "the published recipe sets it (0); the gate measures the speed that results",
+    "SGLANG_JIT_DEEPGEMM_PRECOMPILE": "the published recipe sets it (0); it only moves compile time",
+    "SGLANG_DSV4_FP4_DEQUANT": "the published recipe sets it (0); it concerns DeepSeek-V4 checkpoints",
+    "SGLANG_FP8_IGNORED_LAYERS": "the published recipe sets it (empty); an LM head kept out of FP8 fails "
+    "fp8_lm_head.target_head",
+    "SGLANG_HUMMING_MOE_GEMM_TYPE": "picks Humming's indexed or grouped GEMM; humming.log_signature accepts either "
+    "and fails on any other",
+    "SGLANG_LOG_GC": "logging only",
+    "SGLANG_LOG_MS": "adds milliseconds to log timestamps, inside the record prefix the log checks skip",
+}
 ENV_REFUSED_NAMES: dict[str, str] = {
     "PATH": "changes which programs the engine runs",
     "CUDA_VISIBLE_DEVICES": "changes which GPU the engine sees (set by the container runtime)",

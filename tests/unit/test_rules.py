@@ -7,7 +7,8 @@ import textwrap
 import pytest
 from pydantic import ValidationError
 
-from sparkgate import profiles
+from sparkgate import profiles, sglang_env
+from sparkgate import sglang_flags as F
 from sparkgate.problems import ProfileError
 
 
@@ -361,3 +362,23 @@ def test_the_drafter_class_is_the_one_sglang_registers_for_ling(tmp_path, named)
     ref = write(tmp_path, "user", f"extends: [dspark]\noptimizations:\n  dspark:\n    drafter_architecture: {named}\n")
     [line] = refusal_lines(ref, f"{named!r} is not the drafter SGLang 0.5.23 loads for a Ling-3.0-flash target")
     assert line.startswith(f"{ref}: optimizations.dspark.drafter_architecture") and "LingDSparkModel" in line
+
+
+def test_every_allowed_sglang_variable_is_declared_by_the_pinned_sglang():
+    """The allow-list cannot rot: each name is in SGLang 0.5.23's class Envs (the committed manifest)."""
+    declared = sglang_env.declared(())
+    assert set(F.ENV_ALLOWED_SGLANG) <= set(declared)
+    assert all(name.startswith(F.ENV_PREFIX) and why for name, why in F.ENV_ALLOWED_SGLANG.items())
+
+
+@pytest.mark.parametrize("name", ["SGLANG_HUMMING_USE_F16_ACCUM", "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION",
+                                  "SGLANG_DISABLE_OUTLINES_DISK_CACHE"])
+def test_a_declared_sglang_variable_off_the_allow_list_is_refused(tmp_path, name):
+    ref = write(tmp_path, "user", f"extends: [all-three]\nenv:\n  {name}: '1'\n")
+    [line] = refusal_lines(ref, "is not one of the SGLang variables a profile may set")
+    assert line.startswith(f"{ref}: env.{name}") and "SGLANG_LOG_GC" in line
+
+
+def test_variables_outside_sglang_still_pass_through(tmp_path):
+    ref = write(tmp_path, "user", "extends: [all-three]\nenv:\n  NCCL_DEBUG: WARN\n  SGLANG_LOG_GC: '1'\n")
+    assert profiles.load(ref).plan.env_map()["NCCL_DEBUG"] == "WARN"
