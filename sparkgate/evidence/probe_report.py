@@ -20,3 +20,16 @@ def role_problems(report: dict, role: str) -> list[str]:
     elif "lm_head" in record:
         problems.append(f"{role}.lm_head is {head!r}")
     return problems
+
+
+def draft_sharing_problems(report: dict, sharing_hook: str) -> list[str]:
+    """A speculative draft's parts of the report: the hook that records the LM-head share ran (`init_lm_head` for
+    NEXTN, `dspark_worker_init` for DSpark), the draft's record is complete, and the sharing facts are there."""
+    problems = []
+    called = report.get("hooks_called")
+    if isinstance(called, list) and sharing_hook not in called:
+        problems.append(f"{sharing_hook} hook never ran (no LM-head sharing facts)")
+    problems += role_problems(report, "draft")
+    if not isinstance(report.get("lm_head_sharing"), dict):
+        problems.append("lm_head_sharing missing")
+    return problems

@@ -17,7 +17,7 @@ from pydantic import Field
 from sparkgate import conformance
 from sparkgate import sglang_flags as F
 from sparkgate.evidence.gather import Evidence, shown
-from sparkgate.evidence.probe_report import role_problems
+from sparkgate.evidence.probe_report import draft_sharing_problems
 from sparkgate.evidence.results import CheckResult, checked, failed
 from sparkgate.evidence.stages import Stage
 from sparkgate.frozen import Frozen
@@ -312,14 +312,7 @@ def expectations(profile: Profile) -> dict:
 
 def probe_report_problems(report: dict) -> list[str]:
     """DSpark's parts of the probe report: the drafter's record and the LM-head sharing facts."""
-    problems = []
-    called = report.get("hooks_called")
-    if isinstance(called, list) and WORKER_INIT_HOOK not in called:
-        problems.append(f"{WORKER_INIT_HOOK} hook never ran (no DSpark worker, no LM-head sharing facts)")
-    problems += role_problems(report, "draft")
-    if not isinstance(report.get("lm_head_sharing"), dict):
-        problems.append("lm_head_sharing missing")
-    return problems
+    return draft_sharing_problems(report, WORKER_INIT_HOOK)
 
 
 def start_rechecks(ctx: RecheckContext) -> None:

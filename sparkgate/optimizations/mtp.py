@@ -9,7 +9,7 @@ from pydantic import Field
 from sparkgate import conformance, fork
 from sparkgate import sglang_flags as F
 from sparkgate.evidence.gather import Evidence, shown
-from sparkgate.evidence.probe_report import role_problems
+from sparkgate.evidence.probe_report import draft_sharing_problems
 from sparkgate.evidence.results import CheckResult, checked, failed
 from sparkgate.evidence.stages import Stage
 from sparkgate.frozen import Frozen
@@ -162,14 +162,7 @@ def expectations(profile: Profile) -> dict:
 
 def probe_report_problems(report: dict) -> list[str]:
     """MTP's parts of the probe report: the draft's record and the LM-head sharing facts."""
-    problems = []
-    called = report.get("hooks_called")
-    if isinstance(called, list) and "init_lm_head" not in called:
-        problems.append("init_lm_head hook never ran (no LM-head sharing facts)")
-    problems += role_problems(report, "draft")
-    if not isinstance(report.get("lm_head_sharing"), dict):
-        problems.append("lm_head_sharing missing")
-    return problems
+    return draft_sharing_problems(report, "init_lm_head")
 
 
 def checks(ev: Evidence) -> list[CheckResult]:
