@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -102,17 +102,22 @@ class WorkloadError(Refusal, ValueError):
     pass
 
 
+def _json_lines(path: Path, text: str) -> Iterator[tuple[int, object]]:
+    """(line number, parsed value) for each non-blank line of a JSONL file's text."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise WorkloadError(f"{path}:{number}: not JSON ({exc.msg})") from None
+
+
 def _read_jsonl(path: Path) -> list[dict]:
     if not path.is_file():
         raise WorkloadError(f"{path}: no such file (point --jsonl at a GSM8K-format JSONL file)")
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise WorkloadError(f"{path}:{number}: not JSON ({exc.msg})") from None
+    for number, row in _json_lines(path, path.read_text(encoding="utf-8")):
         if not isinstance(row, dict) or not isinstance(row.get("question"), str) or not isinstance(row.get("answer"), str):
             raise WorkloadError(f"{path}:{number}: expected an object with string fields 'question' and 'answer'")
         rows.append(row)
@@ -224,13 +229,7 @@ def _read_prompts(path: Path, kind: str) -> tuple[list[tuple[str, str]], str]:
         raise WorkloadError(f"{path}: no such file (point --jsonl at a JSONL file of {{\"prompt\": ...}} lines)")
     raw = path.read_bytes()
     rows: list[tuple[str, str]] = []
-    for number, line in enumerate(raw.decode("utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise WorkloadError(f"{path}:{number}: not JSON ({exc.msg})") from None
+    for number, row in _json_lines(path, raw.decode("utf-8")):
         if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
             raise WorkloadError(f"{path}:{number}: expected an object with a non-empty string field 'prompt'")
         item_id = row.get("id", f"{kind}-jsonl-{len(rows):04d}")
