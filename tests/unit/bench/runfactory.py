@@ -7,6 +7,16 @@ from pathlib import Path
 from sparkgate.bench import runs, stats
 
 
+def write_requests(root: Path, run_id: str, records: list[dict]) -> Path:
+    """A run directory holding `records` as its request log, as the harness writes it."""
+    path = root / run_id
+    path.mkdir(parents=True)
+    log = runs.RequestLog(path)
+    for record in records:
+        log.write(record)
+    log.close()
+    return path
+
 def make_run(root: Path, run_id: str, profile: str, *, speed: float, correct: list[bool], accept: float | None = None,
              requested: tuple[str, ...] = (), fingerprint: str = "fp-1", label: str | None = None,
              target: str = "spark", workload: str = "gsm8k", tokens: int = 500) -> Path:
@@ -19,12 +29,7 @@ def make_run(root: Path, run_id: str, profile: str, *, speed: float, correct: li
             "spec_verify_ct": round(tokens / accept) if accept else None, "finish_reason": "stop",
             "expected": "1", "correct": ok, "error": None,
         })
-    path = root / run_id
-    path.mkdir(parents=True)
-    log = runs.RequestLog(path)
-    for record in records:
-        log.write(record)
-    log.close()
+    path = write_requests(root, run_id, records)
     results = stats.summarize(records)
     runs.write_json_atomic(path / runs.SUMMARY, {
         "summary_version": 1, "run_id": run_id, "profile": profile, "label": label,
@@ -63,12 +68,7 @@ def make_speed_run(root: Path, run_id: str, label: str, workload: str, rates: li
             "accept_length": accept if not error else None, "finish_reason": None if error else "length",
             "expected": None, "correct": None, "error": error,
         })
-    path = root / run_id
-    path.mkdir(parents=True)
-    log = runs.RequestLog(path)
-    for record in records:
-        log.write(record)
-    log.close()
+    path = write_requests(root, run_id, records)
     runs.write_json_atomic(path / runs.SUMMARY, {
         "summary_version": 1, "run_id": run_id, "profile": label, "label": None,
         "requested_optimizations": list(requested),
