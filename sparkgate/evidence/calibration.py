@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 from sparkgate import conformance as C
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
+from sparkgate.evidence.results import CheckResult, checked
 
 # SGLang's /generate meta_info keys (tokenizer_manager.py); the spec_* ones only when speculation ran.
 COMPLETION_TOKENS = C.string_("meta_completion_tokens")
@@ -132,3 +133,17 @@ def _one(client: EngineClient, index: int, max_new_tokens: int, budget_s: float,
     if outcome.completion_tokens == 0:
         outcome.error = "no completion tokens reported in meta_info"
     return outcome
+
+
+def accept_length_check(name: str, calibration: CalibrationResult | None, floor: float | None,
+                        hint: str) -> CheckResult:
+    """A speculative optimization's calibration accept length against its floor; missing evidence fails.
+    The hint (likely causes) gets the per-request accept lengths appended."""
+    accept = calibration.accept_length() if calibration else None
+    per_request = [r.spec_accept_length for r in calibration.completed] if calibration else []
+    return checked(
+        name, accept is not None and floor is not None and accept >= floor,
+        None if accept is None else round(accept, 3), f">= {floor}",
+        "calibration POST /generate meta_info completion_tokens / spec_verify_ct",
+        f"{hint} (per-request: {per_request})",
+    )

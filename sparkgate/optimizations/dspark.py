@@ -16,6 +16,7 @@ from pydantic import Field
 
 from sparkgate import conformance
 from sparkgate import sglang_flags as F
+from sparkgate.evidence.calibration import accept_length_check
 from sparkgate.evidence.gather import Evidence, shown
 from sparkgate.evidence.probe_report import draft_sharing_problems
 from sparkgate.evidence.results import CheckResult, checked, failed
@@ -425,17 +426,11 @@ def _log_checks(ev: Evidence, want: dict) -> list[CheckResult]:
 
 
 def _accept_length(ev: Evidence, want: dict) -> CheckResult:
-    cal = ev.calibration
-    accept = cal.accept_length() if cal else None
-    floor = want.get("min_accept_length")
-    per_request = [r.spec_accept_length for r in cal.completed] if cal else []
-    return checked(
-        "dspark.accept_length", accept is not None and floor is not None and accept >= floor,
-        None if accept is None else round(accept, 3), f">= {floor}",
-        "calibration POST /generate meta_info completion_tokens / spec_verify_ct",
+    return accept_length_check(
+        "dspark.accept_length", ev.calibration, want.get("min_accept_length"),
         "missing means the engine reports no speculative fields (DSpark not running); ~1.00 means every drafted "
         "token is rejected (wrong drafter revision, or a drafter that does not read the target's head); between "
-        f"that and the floor, check the drafter download and block size (per-request: {per_request})",
+        "that and the floor, check the drafter download and block size",
     )
 
 

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from sparkgate import conformance, fork
 from sparkgate import sglang_flags as F
+from sparkgate.evidence.calibration import accept_length_check
 from sparkgate.evidence.gather import Evidence, shown
 from sparkgate.evidence.probe_report import draft_sharing_problems
 from sparkgate.evidence.results import CheckResult, checked, failed
@@ -208,16 +209,10 @@ def checks(ev: Evidence) -> list[CheckResult]:
             "mtp.log_draft_loaded", len(lines) >= 1, f"{len(lines)} draft load line(s)", ">= 1", ev.log.source,
             "the log shows no draft load: speculative decoding is not running",
         ))
-    cal = ev.calibration
-    accept = cal.accept_length() if cal else None
-    floor = want["min_accept_length"]
-    per_request = [r.spec_accept_length for r in cal.completed] if cal else []
-    results.append(checked(
-        "mtp.accept_length", accept is not None and accept >= floor,
-        None if accept is None else round(accept, 3), f">= {floor}",
-        "calibration POST /generate meta_info.spec_accept_length / spec_verify_ct",
+    results.append(accept_length_check(
+        "mtp.accept_length", ev.calibration, want["min_accept_length"],
         "missing means the engine reports no speculative fields (draft not running); ~1.00 means every draft "
         "token is rejected - with the FP8 head this is the unshared LM-head trap; otherwise check the draft "
-        f"weights (per-request: {per_request})",
+        "weights",
     ))
     return results
