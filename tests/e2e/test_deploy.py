@@ -111,19 +111,24 @@ def _closed_verdict(stack, timeout_s: float = 60.0) -> dict:
         time.sleep(0.5)
 
 
-@pytest.mark.parametrize("fault", sorted(REFUSALS))
-def test_fault_refused_and_nothing_admitted(deploy_stack, fault):
-    # The refused engine is kept running so its own request counters can be read afterwards.
-    stack = deploy_stack("all-three", faults=(fault,), keep_refused_engine=True)
+def assert_refused_by(stack, check: str) -> None:
+    """Closed with `check` failing, every client route answered 503 naming it, and nothing forwarded (read from
+    the kept engine's own counters)."""
     assert not stack.result.admitted
     verdict = _closed_verdict(stack)
     failing = {c["name"] for c in verdict["full"]["verification"]["checks"] if not c["passed"]}
-    assert REFUSALS[fault] in failing, failing
+    assert check in failing, failing
     for path, body in (("/v1/models", None), ("/v1/chat/completions", CHAT), ("/generate", {"text": "hi"})):
         status, answer = stack.get(path, body)
         assert status == 503, (path, status, answer)
-        assert answer["error"].startswith("sparkgate gate closed") and REFUSALS[fault] in answer["failing_checks"]
+        assert answer["error"].startswith("sparkgate gate closed") and check in answer["failing_checks"]
     assert forwarded(stack) == 0, "a request reached the engine through a closed gate"
+
+
+@pytest.mark.parametrize("fault", sorted(REFUSALS))
+def test_fault_refused_and_nothing_admitted(deploy_stack, fault):
+    # The refused engine is kept running so its own request counters can be read afterwards.
+    assert_refused_by(deploy_stack("all-three", faults=(fault,), keep_refused_engine=True), REFUSALS[fault])
 
 
 def test_stock_image_refused(deploy_stack):

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from sparkgate.deploy import deploy as deploy_mod
-from tests.e2e.test_deploy import CHAT, _closed_verdict, forwarded
+from tests.e2e.test_deploy import CHAT, assert_refused_by, forwarded
 from tests.e2e.test_redeploy import assert_serving, containers, redeploy_options
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
@@ -42,16 +42,7 @@ def test_dspark_admitted_with_every_dspark_check_passing(deploy_stack):
 
 @pytest.mark.parametrize("fault", sorted(REFUSALS))
 def test_dspark_fault_refused_and_nothing_admitted(deploy_stack, fault):
-    stack = deploy_stack("dspark", faults=(fault,), keep_refused_engine=True)
-    assert not stack.result.admitted
-    verdict = _closed_verdict(stack)
-    failing = {c["name"] for c in verdict["full"]["verification"]["checks"] if not c["passed"]}
-    assert REFUSALS[fault] in failing, failing
-    for path, body in (("/v1/models", None), ("/v1/chat/completions", CHAT), ("/generate", {"text": "hi"})):
-        status, answer = stack.get(path, body)
-        assert status == 503, (path, status, answer)
-        assert REFUSALS[fault] in answer["failing_checks"]
-    assert forwarded(stack) == 0, "a request reached the engine through a closed gate"
+    assert_refused_by(deploy_stack("dspark", faults=(fault,), keep_refused_engine=True), REFUSALS[fault])
 
 
 def test_missing_drafter_refused_at_startup_with_its_check_named(deploy_stack):
