@@ -3,7 +3,7 @@
 from invoke import Collection
 
 from sparkgate import defaults
-from sparkgate.tasks import bench, bundle, dev, fleet, images, stack
+from sparkgate.tasks import bench, bundle, dev, fleet, images, sglang, stack
 
 ns = Collection()
 # Defaults typed once (sparkgate/defaults.py); override with invoke's config, e.g. INVOKE_SPARKGATE_GATEWAY_PORT.
@@ -12,5 +12,6 @@ for collection in (bench.ns, bundle.ns, dev.ns, stack.ns):
     for name, task_obj in collection.tasks.items():
         ns.add_task(task_obj, name=name)
 ns.add_collection(images.ns)
+ns.add_collection(sglang.ns)
 ns.add_collection(fleet.ns)
 ns.add_collection(fleet.bundle_ns)  # invoke bundle.export

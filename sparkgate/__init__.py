@@ -7,8 +7,8 @@ The pipeline, stage by stage (each stage only reads what the one before it produ
 2. model          validated into frozen models, once, at the boundary ........... sparkgate.model
                   (one module per optimization: sparkgate.optimizations.*)
 3. launch plan    the engine's argv + env, each item traced to its profile field . sparkgate.launch
-                  (flag names spelled once in sparkgate.sglang_flags; checked
-                  against SGLang's own flag table, sparkgate.sglang_cli)
+                  (flag names spelled once in sparkgate.sglang.flags; checked
+                  against SGLang's own flag table, sparkgate.sglang.parser)
 4. rules          cross-field refusals over the final launch ..................... sparkgate.rules
 5. render         build/<name>/: compose.yaml, argv.json, expectations.json, ...  sparkgate.render,
                                                                                    sparkgate.expectations

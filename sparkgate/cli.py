@@ -59,10 +59,10 @@ def cmd_manifest(args: argparse.Namespace) -> int:
 
 def cmd_parse_with_sglang(args: argparse.Namespace) -> int:
     """Parse a profile's argv with SGLang's own parser (allow_abbrev=False) - CI cross-check."""
-    from sparkgate import sglang_cli
+    from sparkgate.sglang import parser as sglang_parser
 
     loaded = _load(args.profile)
-    parser = sglang_cli.build_sglang_parser(with_fork_options=True)
+    parser = sglang_parser.build_sglang_parser(with_fork_options=True)
     namespace = parser.parse_args(list(loaded.plan.argv))  # exits 2 on rejection, like SGLang
     print(f"{loaded.source}: SGLang's parser accepts the argv ({len(vars(namespace))} fields)")
     return 0
@@ -82,7 +82,7 @@ def cmd_healthcheck(args: argparse.Namespace) -> int:
 
 
 def cmd_build_guard(args: argparse.Namespace) -> int:
-    from sparkgate import build_guard
+    from sparkgate.sglang import build_guard
 
     results = build_guard.run_all(args.image)
     for result in results:

@@ -86,16 +86,17 @@ def sync_top_level(check: bool = False) -> None:
 
 
 def sync_manifests(check: bool = False) -> None:
-    from sparkgate import sglang_cli, sglang_env
+    from sparkgate.sglang import env as sglang_env
+    from sparkgate.sglang import parser as sglang_parser
 
-    manifest = sglang_cli.generate_manifest()
-    if manifest["sglang_version"] != sglang_cli.SGLANG_VERSION:
+    manifest = sglang_parser.generate_manifest()
+    if manifest["sglang_version"] != sglang_parser.SGLANG_VERSION:
         raise UsageError(f"installed sglang is {manifest['sglang_version']}, sparkgate pins "
-                         f"{sglang_cli.SGLANG_VERSION}; install sglang=={sglang_cli.SGLANG_VERSION} first")
-    data = resources.files("sparkgate.data")
+                         f"{sglang_parser.SGLANG_VERSION}; install sglang=={sglang_parser.SGLANG_VERSION} first")
+    data = resources.files("sparkgate.sglang.data")
     stale = []
     for path, text, what in (
-        (Path(str(data.joinpath(sglang_cli.MANIFEST_RESOURCE))), sglang_cli.manifest_text(manifest), "SGLang CLI manifest"),
+        (Path(str(data.joinpath(sglang_parser.MANIFEST_RESOURCE))), sglang_parser.manifest_text(manifest), "SGLang CLI manifest"),
         (Path(str(data.joinpath(sglang_env.MANIFEST_RESOURCE))),
          sglang_env.manifest_text(sglang_env.generate_manifest()), "SGLang env manifest"),
     ):

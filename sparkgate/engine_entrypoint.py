@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from sparkgate import admin_key
-from sparkgate import sglang_flags as F
 from sparkgate.secret_files import SecretFileError
-from sparkgate.sglang_cli import resolve_spelling
+from sparkgate.sglang import flags as F
+from sparkgate.sglang.parser import resolve_spelling
 
 # Module names, never imports: the simulator is its own distribution (simulator/), installed only in
 # the runtime image and the dev venv, and the product must not depend on it.

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from sparkgate.floor import recorded_baseline_tok_s
 from sparkgate.images import load_lock
 from sparkgate.optimizations import REGISTRY
-from sparkgate.sglang_cli import SGLANG_VERSION
+from sparkgate.sglang.parser import SGLANG_VERSION
 
 if TYPE_CHECKING:
     from sparkgate.profiles import LoadedProfile

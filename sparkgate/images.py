@@ -35,12 +35,23 @@ class Capabilities(Frozen):
     humming_kernels: bool = False
 
 
+class SGLangFacts(Frozen):
+    """An engine image's SGLang facts: files in sparkgate/sglang/data/ (sparkgate/sglang/facts.py reads them)."""
+
+    fixture: str = Field(pattern=r"^sglang-conformance-[A-Za-z0-9.+_-]+\.json$")
+    flags: str = Field(pattern=r"^sglang-cli-[A-Za-z0-9.+_-]+\.json$")
+    env: str = Field(pattern=r"^sglang-env-[A-Za-z0-9.+_-]+\.json$")
+    # How the facts were established for this image: measured from its SGLang, or assumed from its base.
+    provenance: str
+
+
 class EngineImage(Frozen):
     description: str
     tag: str
     digest: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$")
     sglang_version: str
     capabilities: Capabilities
+    sglang_facts: SGLangFacts
 
 
 class ImageLock(Frozen):

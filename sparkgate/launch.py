@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparkgate import sglang_flags as F
 from sparkgate.model import Profile, SGLangArgs
 from sparkgate.optimizations import REGISTRY
-from sparkgate.sglang_cli import ArgvError, ParsedOption, option_table, parse_argv
+from sparkgate.sglang import flags as F
+from sparkgate.sglang.parser import ArgvError, ParsedOption, option_table, parse_argv
 
 # Set on every engine: the gate's evidence depends on them (see docs/gate.md).
 GATE_ENV = {

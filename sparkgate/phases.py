@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkgate import conformance as C
+from sparkgate.sglang import conformance as C
 
 READY = "ready"
 # SGLang's startup lines, in the order a start writes them (formats from the conformance fixture).

@@ -19,11 +19,11 @@ from pathlib import Path, PurePosixPath
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from sparkgate import admin_key, atomic, defaults, expectations, gateway_routes
-from sparkgate import sglang_flags as F
 from sparkgate.errors import Refusal
 from sparkgate.images import load_lock
 from sparkgate.paths import build_dir, templates_dir
 from sparkgate.profiles import LoadedProfile
+from sparkgate.sglang import flags as F
 
 TARGETS = ("spark", "sim")
 ENGINE_LOG = "/var/log/sparkgate/engine.log"

@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from sparkgate import sglang_env
-from sparkgate import sglang_flags as F
 from sparkgate.context import RuleContext
 from sparkgate.launch import GATE_ENV, GATE_ORIGIN, modelled_flags
 from sparkgate.model import SGLangArgs
 from sparkgate.optimizations import REGISTRY
 from sparkgate.problems import Problem
-from sparkgate.sglang_cli import SGLANG_VERSION, strict_problems
+from sparkgate.sglang import env as sglang_env
+from sparkgate.sglang import flags as F
+from sparkgate.sglang.parser import SGLANG_VERSION, strict_problems
 
 # The least the gate accepts (docs/gate.md "Floors"); profiles may only raise them.
 GATE_MINIMUMS = {
@@ -31,7 +31,7 @@ def _argv_problems(ctx: RuleContext) -> list[Problem]:
                     [occurrence.field],
                     message,
                     "use a flag and value from SGLang's manifest (`invoke show` lists the argv; "
-                    "sparkgate/data/sglang-cli-*.json lists every flag)",
+                    "sparkgate/sglang/data/sglang-cli-*.json lists every flag)",
                 )
             )
     return problems
@@ -138,7 +138,7 @@ def _env_entry_problem(ctx: RuleContext, entry, owned: dict[str, str], known: di
             [entry.field],
             f"{name} is not declared by SGLang {SGLANG_VERSION} in image {ctx.profile.image!r}, which would ignore "
             "it without a word",
-            f"{hint}remove it, or use a name from sparkgate/data/{sglang_env.MANIFEST_RESOURCE}",
+            f"{hint}remove it, or use a name from sparkgate/sglang/data/{sglang_env.MANIFEST_RESOURCE}",
         )
     if not declared_name:
         return None  # read by another library (CUDA, NCCL, Humming, FlashInfer...), not by SGLang

@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
-from sparkgate import conformance as C
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.results import CheckResult, checked
+from sparkgate.sglang import conformance as C
 
 # SGLang's /generate meta_info keys (tokenizer_manager.py); the spec_* ones only when speculation ran.
 COMPLETION_TOKENS = C.string_("meta_completion_tokens")

@@ -3,7 +3,6 @@ settings, speed."""
 
 from __future__ import annotations
 
-from sparkgate import conformance as C
 from sparkgate.evidence import admin_probe
 from sparkgate.evidence import metrics as metrics_mod
 from sparkgate.evidence.gather import Evidence, shown
@@ -11,6 +10,7 @@ from sparkgate.evidence.probe_report import role_problems
 from sparkgate.evidence.results import CheckResult, checked, failed
 from sparkgate.evidence.stages import Stage
 from sparkgate.optimizations import REGISTRY
+from sparkgate.sglang import conformance as C
 
 DOCS = "engine.md"  # the docs/checks/ page of every check declared here
 # Every check this module emits, with its stage (see evidence/stages.py); an optimization declares its own.

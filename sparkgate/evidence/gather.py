@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkgate import conformance
 from sparkgate.evidence import admin_probe
 from sparkgate.evidence import calibration as calibration_mod
 from sparkgate.evidence import metrics as metrics_mod
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.logs import EngineLog
+from sparkgate.sglang import conformance
 
 
 @dataclass

@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
-from sparkgate import conformance
-from sparkgate import sglang_flags as F
 from sparkgate.evidence.calibration import accept_length_check
 from sparkgate.evidence.gather import Evidence, shown
 from sparkgate.evidence.probe_report import draft_sharing_problems
@@ -24,6 +22,8 @@ from sparkgate.evidence.stages import Stage
 from sparkgate.frozen import Frozen
 from sparkgate.optimizations import humming, mtp, mtp_recheck
 from sparkgate.safe_types import ClassName, ContainerPath, GitRevision, HubRepo
+from sparkgate.sglang import conformance
+from sparkgate.sglang import flags as F
 
 if TYPE_CHECKING:
     from sparkgate.context import RuleContext

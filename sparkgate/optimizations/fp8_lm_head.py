@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparkgate import conformance, fork
-from sparkgate import sglang_flags as F
 from sparkgate.evidence.gather import Evidence, shown
 from sparkgate.evidence.results import CheckResult, checked, failed
 from sparkgate.evidence.stages import Stage
 from sparkgate.frozen import Frozen
+from sparkgate.sglang import conformance, fork
+from sparkgate.sglang import flags as F
 
 if TYPE_CHECKING:
     from sparkgate.context import RuleContext

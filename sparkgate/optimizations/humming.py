@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Literal
 
-from sparkgate import conformance
-from sparkgate import sglang_flags as F
 from sparkgate.evidence.gather import Evidence, shown
 from sparkgate.evidence.results import CheckResult, checked, failed
 from sparkgate.evidence.stages import Stage
 from sparkgate.frozen import Frozen
 from sparkgate.safe_types import ContainerPath
+from sparkgate.sglang import conformance
+from sparkgate.sglang import flags as F
 
 if TYPE_CHECKING:
     from sparkgate.context import RuleContext

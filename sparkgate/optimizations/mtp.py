@@ -6,8 +6,6 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
-from sparkgate import conformance, fork
-from sparkgate import sglang_flags as F
 from sparkgate.evidence.calibration import accept_length_check
 from sparkgate.evidence.gather import Evidence, shown
 from sparkgate.evidence.probe_report import draft_sharing_problems
@@ -16,6 +14,8 @@ from sparkgate.evidence.stages import Stage
 from sparkgate.frozen import Frozen
 from sparkgate.optimizations import fp8_lm_head, mtp_recheck
 from sparkgate.safe_types import ContainerPath
+from sparkgate.sglang import conformance, fork
+from sparkgate.sglang import flags as F
 
 if TYPE_CHECKING:
     from sparkgate.context import RuleContext

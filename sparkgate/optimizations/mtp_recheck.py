@@ -25,13 +25,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from sparkgate import conformance as C
 from sparkgate.evidence import metrics as metrics_mod
 from sparkgate.evidence.calibration import COMPLETION_TOKENS, PROMPTS, SPEC_VERIFY_CT
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.recheck import RecheckContext
 from sparkgate.evidence.results import CheckResult, checked
 from sparkgate.evidence.stages import Stage
+from sparkgate.sglang import conformance as C
 
 COLLAPSE_ACCEPT_LENGTH = 1.05
 MIN_VERIFY_CALLS = 50

@@ -11,7 +11,11 @@ What it proves (each a `GuardResult`), for one engine image of images.lock.yaml 
 - SGLang's own parser (`ServerArgs.add_cli_args`, `allow_abbrev=False`) accepts the rendered argv.json of
   every profile that runs on this image;
 - with Humming, `humming-kernels` is installed at the pinned version and `humming` is importable - found
-  without importing it: the build has no GPU and importing the kernels may need libcuda.
+  without importing it: the build has no GPU and importing the kernels may need libcuda;
+- the image's SGLang facts (images.lock.yaml `sglang_facts`): every entry of the evidence fixture is where the
+  fixture says in the installed source (fork-only entries present on a fork image), the installed parser's
+  option table equals the committed flag manifest and its `Envs` the env manifest. Each missing, moved or
+  changed item is its own failure, named with its file (sparkgate/sglang/proof.py, facts.py).
 
 It runs on a build host without a GPU, and in CI against stock sglang==0.5.23, which it must refuse.
 """
@@ -29,7 +33,7 @@ import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkgate import sglang_flags as F
+from sparkgate.sglang import flags as F
 
 DEFAULT_IMAGE = "spark-fork"
 # The fork's patch in sglang/srt/models/bailing_moe_v3.py logs this once the LM head is quantized; the
@@ -40,6 +44,10 @@ NEXTN_MODULE = "sglang.srt.models.bailing_moe_nextn"
 NEXTN_SHARE_METHOD = "set_lm_head_from_target"
 HUMMING_DISTRIBUTION = "humming-kernels"
 DSPARK_MODEL_MODULE = "sglang.srt.models.dspark"
+
+
+# One line per manifest: named in the refusal only when nothing more specific failed.
+SUMMARIES = ("evidence fixture", "flag manifest", "env manifest")
 
 
 @dataclass(frozen=True)
@@ -158,7 +166,7 @@ def check_profiles_parse(image: str) -> list[GuardResult]:
     """SGLang's real parser on each profile's rendered argv.json (the argv the container runs)."""
     try:
         from sparkgate import profiles, render
-        from sparkgate.sglang_cli import build_sglang_parser
+        from sparkgate.sglang.parser import build_sglang_parser
 
         # The installed SGLang's own flags: in the image that is the fork, fork-only flags included.
         parser = build_sglang_parser(with_fork_options=False)
@@ -187,7 +195,37 @@ def check_profiles_parse(image: str) -> list[GuardResult]:
     return results
 
 
-def run_all(image: str = DEFAULT_IMAGE) -> list[GuardResult]:
+def check_facts(image: str) -> list[GuardResult]:
+    """The image's pinned SGLang facts against the installed SGLang: one result per difference, plus one per
+    manifest saying what was proven."""
+    from sparkgate.images import load_lock
+    from sparkgate.sglang import facts
+
+    files = load_lock().engine_images[image].sglang_facts
+    pinned = facts.pinned(image)
+    try:
+        observed = facts.observe(None, fork=facts.image_needs_fork(image), fixture=pinned.fixture)
+    except facts.ObserveError as exc:
+        return [GuardResult("SGLang facts", False, str(exc))]
+    result = facts.diff(pinned, observed)
+    results = []
+    fixture_rows = result.of("fixture")
+    bad = [i for i in fixture_rows if i.change != "found"]
+    results += [GuardResult(f"fixture {i.name}", False, f"{i.detail} ({files.fixture})") for i in bad]
+    results.append(GuardResult("evidence fixture", not bad, f"{len(fixture_rows) - len(bad)} of {len(fixture_rows)} "
+                               f"entries of {files.fixture} proven in {observed.origin}"))
+    for kind, manifest, title in (("flag", files.flags, "flag manifest"), ("env", files.env, "env manifest")):
+        rows = result.of(kind)
+        results += [GuardResult(f"{kind} {i.name}", False, f"{i.change} ({i.detail}) vs {manifest}") for i in rows]
+        count = len(observed.flags if kind == "flag" else observed.env)
+        results.append(GuardResult(title, not rows, f"{count} entries of the installed SGLang "
+                                   + ("equal " if not rows else f"differ in {len(rows)} from ") + manifest))
+    return results
+
+
+def run_all(image: str = DEFAULT_IMAGE, *, facts: bool = True) -> list[GuardResult]:
+    """Every guard check for `image`; `facts=False` leaves out check_facts (a test that patches SGLang in-process
+    cannot have its patches seen by the source proof)."""
     from sparkgate.images import load_lock
 
     lock = load_lock()
@@ -205,12 +243,15 @@ def run_all(image: str = DEFAULT_IMAGE) -> list[GuardResult]:
     results += check_profiles_parse(image)
     if capabilities.humming_kernels:
         results.append(check_humming_installed(lock.python_packages.get(HUMMING_DISTRIBUTION)))
+    if facts:
+        results += check_facts(image)
     return results
 
 
 def refusal(results: list[GuardResult]) -> str | None:
     """One line naming everything missing, or None when the image may be built."""
-    missing = [r.name for r in results if not r.ok]
+    missing = [r.name for r in results if not r.ok and r.name not in SUMMARIES]
+    missing += [r.name for r in results if not r.ok and r.name in SUMMARIES and not missing]
     if not missing:
         return None
     return (f"sparkgate build guard: refusing the image: missing {', '.join(missing)} (details above). Likely cause: "

@@ -24,7 +24,7 @@ SECTIONS = (
 
 @lru_cache(maxsize=1)
 def fixture() -> dict:
-    text = resources.files("sparkgate.data").joinpath(FIXTURE).read_text(encoding="utf-8")
+    text = resources.files("sparkgate.sglang.data").joinpath(FIXTURE).read_text(encoding="utf-8")
     return json.loads(text)
 
 

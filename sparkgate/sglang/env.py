@@ -17,8 +17,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from sparkgate.sglang_cli import SGLANG_VERSION
-from sparkgate.sglang_flags import FALSE_STRINGS, TRUE_STRINGS, env_bool
+from sparkgate.sglang.flags import FALSE_STRINGS, TRUE_STRINGS, env_bool
+from sparkgate.sglang.parser import SGLANG_VERSION
 
 MANIFEST_RESOURCE = f"sglang-env-{SGLANG_VERSION}.json"
 ENV_PREFIX = "SGLANG_"
@@ -37,7 +37,7 @@ def generate_manifest() -> dict[str, Any]:
     deprecated = {name: getattr(entry, "note", None) or "" for name, entry in sorted(environ._DEPRECATED_ENVS.items())}
     return {
         "sglang_version": SGLANG_VERSION,
-        "generated_by": "invoke manifest (sparkgate.sglang_env.generate_manifest)",
+        "generated_by": "invoke manifest (sparkgate.sglang.env.generate_manifest)",
         "declared": declared,
         "deprecated": deprecated,
     }
@@ -49,7 +49,7 @@ def manifest_text(manifest: dict[str, Any]) -> str:
 
 @lru_cache(maxsize=1)
 def committed_manifest() -> dict[str, Any]:
-    text = resources.files("sparkgate.data").joinpath(MANIFEST_RESOURCE).read_text(encoding="utf-8")
+    text = resources.files("sparkgate.sglang.data").joinpath(MANIFEST_RESOURCE).read_text(encoding="utf-8")
     return json.loads(text)
 
 

@@ -60,7 +60,7 @@ DSPARK_FLAGS = (
 )
 
 # --- environment variables ------------------------------------------------------------------------
-FP8_LM_HEAD_ENV = "SGLANG_ENABLE_FP8_LM_HEAD"  # fork only (see sparkgate.fork)
+FP8_LM_HEAD_ENV = "SGLANG_ENABLE_FP8_LM_HEAD"  # fork only (see sparkgate.sglang.fork)
 EXPOSE_OWN_ENV_VARS_ENV = "SGLANG_EXPOSE_OWN_ENV_VARS"  # makes /server_info list the *declared* env vars
 PLUGINS_ENV = "SGLANG_PLUGINS"  # whitelist of entry-point names in group sglang.srt.plugins
 HUMMING_COMPILER_ENV = "HUMMING_COMPILER"

@@ -5,7 +5,7 @@ variables. Stock SGLang rejects an unknown flag (exit 2) but silently ignores an
 variable, which is why fork-only env vars also need runtime evidence (see the fp8_lm_head checks).
 """
 
-from sparkgate import conformance
+from sparkgate.sglang import conformance
 
 # Options the fork's parser has and stock 0.5.23 does not. Every flag of the published Spark launch
 # exists in stock 0.5.23 (checked against the committed manifest), so this is empty today; add an entry

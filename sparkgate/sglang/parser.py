@@ -15,7 +15,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from sparkgate import fork
+from sparkgate.sglang import fork
 
 SGLANG_VERSION = "0.5.23"
 MANIFEST_RESOURCE = f"sglang-cli-{SGLANG_VERSION}.json"
@@ -73,7 +73,7 @@ def manifest_from_parser(parser: argparse.ArgumentParser, version: str) -> dict[
             options[option] = entry
     return {
         "sglang_version": version,
-        "generated_by": "invoke manifest (sparkgate.sglang_cli.generate_manifest)",
+        "generated_by": "invoke manifest (sparkgate.sglang.parser.generate_manifest)",
         "options": {key: options[key] for key in sorted(options)},
     }
 
@@ -106,7 +106,7 @@ def manifest_text(manifest: dict[str, Any]) -> str:
 
 @lru_cache(maxsize=1)
 def committed_manifest() -> dict[str, Any]:
-    text = resources.files("sparkgate.data").joinpath(MANIFEST_RESOURCE).read_text(encoding="utf-8")
+    text = resources.files("sparkgate.sglang.data").joinpath(MANIFEST_RESOURCE).read_text(encoding="utf-8")
     return json.loads(text)
 
 

@@ -84,7 +84,7 @@ def render_top_level(c, check=False):
 
 @sparkgate_task("manifest", help={"check": "fail instead of writing when the committed manifest is stale"})
 def manifest(c, check=False):
-    """Regenerate sparkgate/data/sglang-{cli,env}-0.5.23.json from the installed sglang==0.5.23."""
+    """Regenerate sparkgate/sglang/data/sglang-{cli,env}-0.5.23.json from the installed sglang==0.5.23."""
     commands.sync_manifests(check)
 
 

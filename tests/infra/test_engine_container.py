@@ -7,8 +7,8 @@ import json
 import pytest
 
 from sparkgate import admin_key
-from sparkgate import sglang_flags as F
-from sparkgate.sglang_cli import resolve_spelling
+from sparkgate.sglang import flags as F
+from sparkgate.sglang.parser import resolve_spelling
 from tests.infra.conftest import inspect, mounts, proc_environ
 
 pytestmark = pytest.mark.infra

@@ -20,10 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from sparkgate import build_guard
 from sparkgate.cli import EXIT_INVALID
 from sparkgate.images import load_lock
-from sparkgate.sglang_cli import SGLANG_VERSION
+from sparkgate.sglang import build_guard
+from sparkgate.sglang.parser import SGLANG_VERSION
+from tests.unit import sglang_copies
 
 pytestmark = pytest.mark.sglang
 
@@ -33,6 +34,9 @@ NEXTN_CHECK = "BailingMoeForCausalLMNextN.set_lm_head_from_target"
 HOOKS_CHECK = "probe hook targets"
 HUMMING_CHECK = "humming-kernels installed"
 FORK_FACTS = [ENV_CHECK, LOG_CHECK, NEXTN_CHECK]
+# Fork-only fixture entries stock 0.5.23 lacks where the fork has them (weight_scale may be anywhere in the fork).
+STOCK_MISSING_FIXTURE = ["fixture fork_only.draft_lm_head_module_share", "fixture fork_only.fp8_lm_head_env",
+                         "fixture fork_only.fp8_lm_head_log"]
 HUMMING_PIN = load_lock().python_packages["humming-kernels"]
 
 # The stand-in fork. `apply(root)` is also the body of a sitecustomize.py, so a `sparkgate build-guard`
@@ -132,17 +136,21 @@ def test_the_venv_holds_stock_sglang():
     assert importlib.metadata.version("sglang") == SGLANG_VERSION
 
 
-def test_stock_sglang_is_refused_naming_each_missing_fork_fact():
+def test_stock_sglang_is_refused_naming_exactly_the_fork_only_items():
     results = build_guard.run_all()
     status = _statuses(results)
-    assert [name for name in FORK_FACTS if status[name]] == [], "stock SGLang passed a fork check"
-    # The parts stock shares with the fork are proven too: the guard is not failing on everything.
-    assert status[HOOKS_CHECK] is True
+    failed = {name for name, ok in status.items() if not ok}
+    # The fork facts, their fixture entries, the fork's env var, humming-kernels (absent from the test venv too) and
+    # the two summaries: nothing else. The flag manifest and every stock fixture entry are proven.
+    assert failed == {*FORK_FACTS, *STOCK_MISSING_FIXTURE, "env SGLANG_ENABLE_FP8_LM_HEAD", HUMMING_CHECK,
+                      "evidence fixture", "env manifest"}, failed
+    assert status[HOOKS_CHECK] is True and status["flag manifest"] is True
     argv_checks = [name for name in status if name.startswith("argv of ")]
     assert argv_checks and all(status[name] for name in argv_checks), results
     installed = str(Path(importlib.util.find_spec("sglang").origin).parent)
     details = {r.name: r.detail for r in results}
     assert installed in details[ENV_CHECK] and installed in details[LOG_CHECK]
+    assert "sglang/srt/models/bailing_moe_nextn.py" in details["fixture fork_only.draft_lm_head_module_share"]
     line = build_guard.refusal(results)
     assert line is not None and "\n" not in line
     assert all(name in line for name in FORK_FACTS)
@@ -150,7 +158,7 @@ def test_stock_sglang_is_refused_naming_each_missing_fork_fact():
 
 def test_stand_in_fork_passes(fork):
     fork({"env", "log", "share", "humming"})
-    results = build_guard.run_all()
+    results = build_guard.run_all(facts=False)
     assert all(r.ok for r in results), [r for r in results if not r.ok]
     assert build_guard.refusal(results) is None
     assert "not imported" in {r.name: r.detail for r in results}[HUMMING_CHECK]
@@ -160,13 +168,13 @@ def test_stand_in_fork_passes(fork):
 def test_each_missing_fork_part_alone_fails_the_guard(fork, missing):
     fork({"env", "log", "share", "humming"} - {missing})
     expected = {"env": ENV_CHECK, "log": LOG_CHECK, "share": NEXTN_CHECK, "humming": HUMMING_CHECK}[missing]
-    failed = [r.name for r in build_guard.run_all() if not r.ok]
+    failed = [r.name for r in build_guard.run_all(facts=False) if not r.ok]
     assert failed == [expected]
 
 
 def test_humming_at_another_version_than_the_pin_fails(fork):
     fork({"env", "log", "share", "humming"}, humming_version="0.1.19")
-    (result,) = [r for r in build_guard.run_all() if r.name == HUMMING_CHECK]
+    (result,) = [r for r in build_guard.run_all(facts=False) if r.name == HUMMING_CHECK]
     assert not result.ok and f"0.1.19 installed, images.lock.yaml pins {HUMMING_PIN}" in result.detail
 
 
@@ -176,7 +184,7 @@ def test_unresolvable_hook_target_fails(fork, monkeypatch):
 
     renamed = "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker.init_lm_head_renamed"
     monkeypatch.setitem(plugin.HOOK_TARGETS, renamed, lambda *a: None)
-    (result,) = [r for r in build_guard.run_all() if r.name == HOOKS_CHECK]
+    (result,) = [r for r in build_guard.run_all(facts=False) if r.name == HOOKS_CHECK]
     assert not result.ok and renamed in result.detail
 
 
@@ -192,7 +200,7 @@ def test_argv_the_parser_rejects_fails(fork, monkeypatch):
         return files
 
     monkeypatch.setattr(render, "render_files", with_unknown_flag)
-    failed = {r.name: r.detail for r in build_guard.run_all() if not r.ok}
+    failed = {r.name: r.detail for r in build_guard.run_all(facts=False) if not r.ok}
     assert failed and all(name.startswith("argv of ") for name in failed)
     assert all("unrecognized arguments: --turbo" in detail for detail in failed.values())
 
@@ -202,16 +210,14 @@ def test_unknown_image_key_fails():
     assert not result.ok and "spark-fork" in result.detail
 
 
-# --- the console script the Dockerfile's `RUN sparkgate build-guard` calls ----------------------------
+# --- the console script the Dockerfile's `RUN sparkgate build-guard` calls, on whole copies of SGLang ------
 
 
 def _guard_cli(pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
     script = Path(sys.executable).parent / "sparkgate"
     argv = [str(script), "build-guard"] if script.exists() else [sys.executable, "-m", "sparkgate", "build-guard"]
-    env = dict(os.environ)
-    if pythonpath is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")])
-    return subprocess.run(argv, capture_output=True, text=True, env=env, check=False, timeout=300)
+    env = sglang_copies.pythonpath_env(pythonpath) if pythonpath is not None else dict(os.environ)
+    return subprocess.run(argv, capture_output=True, text=True, env=env, check=False, timeout=600)
 
 
 def _reported(stdout: str) -> dict[str, str]:
@@ -224,27 +230,49 @@ def _reported(stdout: str) -> dict[str, str]:
     return result
 
 
+@pytest.fixture(scope="module")
+def stand_in_fork(tmp_path_factory):
+    return sglang_copies.make_copy(tmp_path_factory.mktemp("fork"), fork_parts=sglang_copies.FORK_PARTS)
+
+
 def test_cli_refuses_stock_sglang_with_one_line():
     proc = _guard_cli()
     assert proc.returncode == EXIT_INVALID, proc.stdout + proc.stderr
     reported = _reported(proc.stdout)
-    assert all(reported[name] == "MISSING" for name in FORK_FACTS), reported
+    assert all(reported[name] == "MISSING" for name in [*FORK_FACTS, *STOCK_MISSING_FIXTURE]), reported
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("sparkgate build guard: refusing the image: missing ")
     assert all(name in last for name in FORK_FACTS) and "Traceback" not in proc.stderr
 
 
-def test_cli_passes_the_stand_in_fork(tmp_path):
-    root = _fork_tree(tmp_path / "fork", {"env", "log", "share", "humming"})
-    proc = _guard_cli(root)
+def test_cli_passes_a_whole_stand_in_fork(stand_in_fork):
+    proc = _guard_cli(stand_in_fork)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     reported = _reported(proc.stdout)
-    assert set(reported.values()) == {"ok"} and {*FORK_FACTS, HOOKS_CHECK, HUMMING_CHECK} <= set(reported)
+    assert set(reported.values()) == {"ok"}
+    assert {*FORK_FACTS, HOOKS_CHECK, HUMMING_CHECK, "evidence fixture", "flag manifest", "env manifest"} <= set(reported)
+    assert f"proven in {stand_in_fork}" in proc.stdout  # the copy was proven, not the venv's SGLang
+
+
+def test_cli_names_each_altered_log_format_metric_and_field(tmp_path):
+    root = sglang_copies.make_copy(tmp_path, fork_parts=sglang_copies.FORK_PARTS, altered=True)
+    proc = _guard_cli(root)
+    assert proc.returncode == EXIT_INVALID, proc.stdout + proc.stderr
+    failed = {name for name, status in _reported(proc.stdout).items() if status == "MISSING"}
+    altered = {f"fixture {entry}" for entry in sglang_copies.ALTERED_ENTRIES}
+    # Renaming the field renames its flag: the manifest diff names both spellings.
+    assert failed == altered | {"flag --decode-log-interval", "flag --decode-log-every", "evidence fixture",
+                                "flag manifest"}, proc.stdout
+    details = {line.partition("] ")[2].partition(": ")[0]: line for line in proc.stdout.splitlines()}
+    assert "sglang/srt/model_executor/model_runner.py" in details["fixture log_formats.load_weight_end"]
+    assert "sglang/srt/observability/metrics_collector.py" in details["fixture metrics.spec_accept_length"]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert all(name in last for name in altered)
 
 
 def test_the_dspark_drafter_class_is_checked_for_the_image_that_runs_dspark():
     assert build_guard.dspark_drafter_classes("spark-fork") == {"LingDSparkModel"}
-    (result,) = [r for r in build_guard.run_all() if r.name == "DSpark drafter class LingDSparkModel"]
+    (result,) = [r for r in build_guard.run_all(facts=False) if r.name == "DSpark drafter class LingDSparkModel"]
     assert result.ok, result.detail  # SGLang 0.5.23 registers it (sglang/srt/models/dspark.py EntryClass)
 
 

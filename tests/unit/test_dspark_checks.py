@@ -7,7 +7,6 @@ import copy
 
 import pytest
 
-from sparkgate import conformance as C
 from sparkgate import expectations as expectations_mod
 from sparkgate import profiles
 from sparkgate.evidence import catalog
@@ -17,6 +16,7 @@ from sparkgate.evidence.logs import EngineLog
 from sparkgate.evidence.recheck import RecheckContext
 from sparkgate.evidence.stages import Stage
 from sparkgate.optimizations import dspark, mtp_recheck
+from sparkgate.sglang import conformance as C
 
 HEAD = {"module_class": "ParallelLMHead", "quant_method": "Fp8LinearMethod", "weight_dtype": "torch.float8_e4m3fn",
         "has_weight_scale": True}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sparkgate import engine_entrypoint
-from sparkgate import sglang_flags as F
+from sparkgate.sglang import flags as F
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from sparkgate import profiles, render, schema
-from sparkgate import sglang_flags as F
 from sparkgate.images import load_lock
+from sparkgate.sglang import flags as F
 
 SHIPPED = profiles.available_profiles()
 TARGETS = render.TARGETS

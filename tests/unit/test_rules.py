@@ -7,9 +7,10 @@ import textwrap
 import pytest
 from pydantic import ValidationError
 
-from sparkgate import profiles, sglang_env
-from sparkgate import sglang_flags as F
+from sparkgate import profiles
 from sparkgate.problems import ProfileError
+from sparkgate.sglang import env as sglang_env
+from sparkgate.sglang import flags as F
 
 
 def write(tmp_path, name, body):
@@ -142,8 +143,8 @@ def test_extra_args_outside_the_allow_list_are_refused(tmp_path, extra, said):
 
 
 def test_every_allowed_extra_flag_exists_in_sglang():
-    from sparkgate import sglang_flags as F
-    from sparkgate.sglang_cli import option_table
+    from sparkgate.sglang import flags as F
+    from sparkgate.sglang.parser import option_table
 
     missing = [flag for flag in F.EXTRA_ARGS_ALLOWED if flag not in option_table()]
     assert not missing
@@ -174,7 +175,7 @@ def test_envbool_values_sglang_parses_are_accepted(tmp_path, value):
 
 def test_env_names_are_judged_per_image(tmp_path):
     """The fork's FP8 variable is declared for the fork image only; elsewhere it is owned anyway."""
-    from sparkgate import sglang_env
+    from sparkgate.sglang import env as sglang_env
 
     assert "SGLANG_ENABLE_FP8_LM_HEAD" not in sglang_env.declared()
     assert "SGLANG_ENABLE_FP8_LM_HEAD" in sglang_env.declared(("SGLANG_ENABLE_FP8_LM_HEAD",))

@@ -11,132 +11,45 @@ from __future__ import annotations
 import ast
 import importlib.util
 import pkgutil
-import re
-import string
 from functools import cache, lru_cache
 from pathlib import Path
 
 import pytest
 
-from sparkgate import conformance, fork
+from sparkgate.sglang import conformance, fork, proof
 
 pytestmark = pytest.mark.sglang
 
-_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdifgeExXr]")
-_BRACE_FIELD = re.compile(r"\{[^{}]*\}")
-
-
-def site_root() -> Path:
+@cache
+def tree() -> proof.SourceTree:
     spec = importlib.util.find_spec("sglang")
     assert spec is not None and spec.submodule_search_locations, "sglang 0.5.23 is not installed"
-    return Path(next(iter(spec.submodule_search_locations))).parent
-
-
-def source_path(relative: str) -> Path:
-    path = site_root() / relative
-    assert path.is_file(), f"{relative} does not exist in the installed SGLang"
-    return path
-
-
-class _Strings(ast.NodeVisitor):
-    """Collect a file's string literals: raw constants, and templates with holes as `{}`."""
-
-    def __init__(self) -> None:
-        self.constants: set[str] = set()
-        self.templates: set[str] = set()
-        self.classes: set[str] = set()
-        self.attributes: set[str] = set()
-        self.torch_attrs: set[str] = set()
-
-    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
-        parts = []
-        for value in node.values:
-            if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                parts.append(value.value)
-            else:
-                parts.append("{}")
-        self.templates.add("".join(parts))
-        # Literal pieces of an f-string are also plain strings (and nested expressions hold more).
-        for value in node.values:
-            if isinstance(value, ast.FormattedValue):
-                self.visit(value.value)
-
-    def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str):
-            self.constants.add(node.value)
-            self.templates.add(_BRACE_FIELD.sub("{}", _PERCENT_SPEC.sub("{}", node.value)))
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self.classes.add(node.name)
-        self.generic_visit(node)
-
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        self.attributes.add(node.attr)
-        if isinstance(node.value, ast.Name) and node.value.id == "torch":
-            self.torch_attrs.add(node.attr)
-        self.generic_visit(node)
-
-
-@cache
-def scan(relative: str) -> _Strings:
-    visitor = _Strings()
-    visitor.visit(ast.parse(source_path(relative).read_text(encoding="utf-8"), filename=relative))
-    return visitor
-
-
-def format_template(fmt: str) -> str:
-    """A fixture format with every hole as `{}`."""
-    return "".join(literal + ("{}" if field is not None else "")
-                   for literal, field, _spec, _conv in string.Formatter().parse(fmt))
-
-
-def log_format_in_source(fmt: str, relative: str) -> bool:
-    wanted = format_template(fmt)
-    return any(wanted in template for template in scan(relative).templates)
-
-
-def string_in_source(text: str, relative: str) -> bool:
-    return text in scan(relative).constants
-
-
-def class_in_source(name: str, relative: str) -> bool:
-    return name in scan(relative).classes
-
-
-def attribute_in_source(name: str, relative: str) -> bool:
-    return name in scan(relative).attributes
-
-
-def dtype_in_source(text: str, relative: str) -> bool:
-    prefix, _, name = text.partition(".")
-    return prefix == "torch" and name in scan(relative).torch_attrs
-
-
-@lru_cache(maxsize=1)
-def declared_envs() -> frozenset[str]:
-    """Names assigned in `class Envs` of sglang/srt/environ.py (SGLang's declared variables)."""
-    tree = ast.parse(source_path("sglang/srt/environ.py").read_text(encoding="utf-8"))
-    envs = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Envs")
-    names = set()
-    for statement in envs.body:
-        targets = statement.targets if isinstance(statement, ast.Assign) else (
-            [statement.target] if isinstance(statement, ast.AnnAssign) else [])
-        names.update(t.id for t in targets if isinstance(t, ast.Name))
-    return frozenset(names)
+    return proof.SourceTree(Path(next(iter(spec.submodule_search_locations))).parent)
 
 
 @lru_cache(maxsize=1)
 def server_arg_dests() -> frozenset[str]:
-    from sparkgate.sglang_cli import build_sglang_parser
+    from sparkgate.sglang.parser import build_sglang_parser
 
     return frozenset(action.dest for action in build_sglang_parser(with_fork_options=False)._actions)
 
 
-def text_in_scope(text: str, scope: str) -> bool:
-    """Plain substring search in one file, or in every .py file of the package when scope is 'sglang'."""
-    if scope == "sglang":
-        return any(text in p.read_text(encoding="utf-8", errors="replace") for p in (site_root() / "sglang").rglob("*.py"))
-    return text in source_path(scope).read_text(encoding="utf-8")
+def hook_target_errors() -> dict[str, str]:
+    errors = {}
+    for item in conformance.fixture()["hook_targets"].values():
+        try:
+            pkgutil.resolve_name(item["text"])
+        except Exception as exc:
+            errors[item["text"]] = repr(exc)
+    return errors
+
+
+@lru_cache(maxsize=1)
+def findings() -> dict[tuple[str, str], proof.Finding]:
+    """The product's proof (sparkgate/sglang/proof.py, the one the build guard runs) on the installed 0.5.23."""
+    found = proof.prove_fixture(tree(), conformance.fixture(), fork=False, server_arg_fields=server_arg_dests(),
+                                hook_target_errors=hook_target_errors())
+    return {(f.section, f.key): f for f in found}
 
 
 def entries(section: str) -> list[tuple[str, dict]]:
@@ -157,82 +70,66 @@ def test_fixture_is_for_the_pinned_release():
     assert set(conformance.fixture()) - {"sglang_version", "about"} == set(conformance.SECTIONS)
 
 
-@pytest.mark.parametrize(("key", "item"), entries("log_formats"), ids=ids("log_formats"))
-def test_log_format_exists(key, item):
-    assert log_format_in_source(item["text"], item["source"]), (
-        f"log_formats.{key}: {item['text']!r} is no format string in {item['source']}")
+def test_every_entry_gets_a_finding():
+    expected = {(section, key) for section in conformance.SECTIONS for key in conformance.fixture()[section]}
+    assert set(findings()) == expected
 
 
-@pytest.mark.parametrize(("key", "item"), entries("strings"), ids=ids("strings"))
-def test_string_exists(key, item):
-    assert string_in_source(item["text"], item["source"]), f"strings.{key}: {item['text']!r} not in {item['source']}"
+PROVEN = [(section, key) for section in conformance.SECTIONS if section != "fork_only" for key, _ in entries(section)]
 
 
-@pytest.mark.parametrize(("key", "item"), entries("metrics"), ids=ids("metrics"))
-def test_metric_exists(key, item):
-    assert string_in_source(item["text"], item["source"]), f"metrics.{key}: {item['text']!r} not in {item['source']}"
-
-
-@pytest.mark.parametrize(("key", "item"), entries("classes"), ids=ids("classes"))
-def test_class_defined(key, item):
-    assert class_in_source(item["text"], item["source"]), f"classes.{key}: no class {item['text']} in {item['source']}"
-
-
-@pytest.mark.parametrize(("key", "item"), entries("dtypes"), ids=ids("dtypes"))
-def test_dtype_used(key, item):
-    assert dtype_in_source(item["text"], item["source"]), f"dtypes.{key}: {item['text']} not used in {item['source']}"
-
-
-@pytest.mark.parametrize(("key", "item"), entries("attributes"), ids=ids("attributes"))
-def test_attribute_used(key, item):
-    assert attribute_in_source(item["text"], item["source"]), f"attributes.{key}: .{item['text']} not in {item['source']}"
-
-
-@pytest.mark.parametrize(("key", "item"), entries("env"), ids=ids("env"))
-def test_env_declared(key, item):
-    assert item["text"] in declared_envs(), f"env.{key}: {item['text']} is not declared in Envs (environ.py)"
-
-
-@pytest.mark.parametrize(("key", "item"), entries("server_args"), ids=ids("server_args"))
-def test_server_arg_is_a_field(key, item):
-    assert item["text"] in server_arg_dests(), f"server_args.{key}: {item['text']} is no ServerArgs field"
-
-
-@pytest.mark.parametrize(("key", "item"), entries("hook_targets"), ids=ids("hook_targets"))
-def test_hook_target_resolves(key, item):
-    assert pkgutil.resolve_name(item["text"]) is not None
+@pytest.mark.parametrize(("section", "key"), PROVEN, ids=[f"{s}.{k}" for s, k in PROVEN])
+def test_entry_is_where_the_fixture_says(section, key):
+    finding = findings()[(section, key)]
+    assert finding.status == "found", finding.line()
 
 
 @pytest.mark.parametrize(("key", "item"), entries("fork_only"), ids=ids("fork_only"))
 def test_fork_only_is_absent_from_stock(key, item):
-    assert not text_in_scope(item["text"], item["absent_from"]), (
-        f"fork_only.{key}: {item['text']!r} exists in stock {item['absent_from']}: it is not fork-only")
+    finding = findings()[("fork_only", key)]
+    assert finding.status == "stock_absent", finding.line()
+
+
+def test_the_fork_view_of_stock_misses_exactly_the_fork_only_entries():
+    as_fork = proof.prove_fixture(tree(), conformance.fixture(), fork=True)
+    # An entry the fork may carry anywhere (present_in wider than absent_from) cannot be told apart by source.
+    narrow = {k for k, e in conformance.fixture()["fork_only"].items() if e.get("present_in", e["absent_from"])
+              == e["absent_from"]}
+    assert narrow and {f.key for f in proof.problems(as_fork)} == narrow
 
 
 # --- the search functions can fail ------------------------------------------------------------------
 
 
 def test_misspelled_entries_are_not_found():
-    assert log_format_in_source("Load weight end. elapsed={e:.2f} s", "sglang/srt/model_executor/model_runner.py")
-    assert not log_format_in_source("Load weights end. elapsed={e:.2f} s", "sglang/srt/model_executor/model_runner.py")
+    t = tree()
+    runner = "sglang/srt/model_executor/model_runner.py"
+    assert t.log_format_in("Load weight end. elapsed={e:.2f} s", runner)
+    assert not t.log_format_in("Load weights end. elapsed={e:.2f} s", runner)
     # A hole where SGLang has literal text (or the reverse) is a mismatch too.
-    assert not log_format_in_source("Load weight end. elapsed={e:.2f} s, type=Bailing{x}",
-                                    "sglang/srt/model_executor/model_runner.py")
-    assert log_format_in_source("Using {gemm} gemm for humming moe", "sglang/srt/layers/moe/moe_runner/humming.py")
-    assert not log_format_in_source("Using indexed gemm for humming moe", "sglang/srt/layers/moe/moe_runner/humming.py")
+    assert not t.log_format_in("Load weight end. elapsed={e:.2f} s, type=Bailing{x}", runner)
+    assert t.log_format_in("Using {gemm} gemm for humming moe", "sglang/srt/layers/moe/moe_runner/humming.py")
+    assert not t.log_format_in("Using indexed gemm for humming moe", "sglang/srt/layers/moe/moe_runner/humming.py")
     metrics_file = "sglang/srt/observability/metrics_collector.py"
-    assert not string_in_source("sglang:spec_verify_call_total", metrics_file)
-    assert not class_in_source("Mxfp4HummingMoeMethod", "sglang/srt/layers/quantization/mxfp4_humming_moe.py")
-    assert not dtype_in_source("torch.float8_e4m3", "sglang/srt/layers/quantization/fp8.py")
-    assert "SGLANG_EXPOSE_OWN_ENV_VAR" not in declared_envs()
+    assert not t.string_in("sglang:spec_verify_call_total", metrics_file)
+    assert not t.class_in("Mxfp4HummingMoeMethod", "sglang/srt/layers/quantization/mxfp4_humming_moe.py")
+    assert not t.dtype_in("torch.float8_e4m3", "sglang/srt/layers/quantization/fp8.py")
+    assert "SGLANG_EXPOSE_OWN_ENV_VAR" not in t.declared_envs()
     assert "moe_runner_backends" not in server_arg_dests()
     with pytest.raises((ImportError, AttributeError)):
         pkgutil.resolve_name("sglang.srt.model_executor.model_runner.ModelRunner.load_models")
 
 
+def test_an_entry_in_another_file_is_reported_moved_with_its_new_file():
+    fixture = {"metrics": {"m": {"text": "sglang:spec_verify_calls_total", "source": "sglang/srt/environ.py"}}}
+    (finding,) = proof.prove_fixture(tree(), fixture, fork=False)
+    assert finding.status == "moved" and finding.where == "sglang/srt/observability/metrics_collector.py"
+    assert not finding.loses_evidence
+
+
 def test_absence_check_finds_what_stock_has():
-    assert text_in_scope("class ParallelLMHead", "sglang/srt/layers/vocab_parallel_embedding.py")
-    assert text_in_scope("set_lm_head_from_target", "sglang")  # other MTP drafts have it, Bailing's does not
+    assert tree().text_in_scope("class ParallelLMHead", "sglang/srt/layers/vocab_parallel_embedding.py")
+    assert tree().text_in_scope("set_lm_head_from_target", "sglang")  # other MTP drafts have it, Bailing's does not
 
 
 # --- the consumers read the fixture ------------------------------------------------------------------
@@ -271,7 +168,7 @@ def test_checker_spells_no_sglang_string_itself():
     fixture = conformance.fixture()
     wanted = {e["text"] for section in ("log_formats", "metrics", "classes", "dtypes", "fork_only", "hook_targets")
               for e in fixture[section].values()}
-    wanted |= {format_template(e["text"]).partition("{}")[0].strip() for e in fixture["log_formats"].values()} - {""}
+    wanted |= {proof.format_template(e["text"]).partition("{}")[0].strip() for e in fixture["log_formats"].values()} - {""}
     files = [p for entry in CHECKER for p in ((root / entry).glob("*.py") if (root / entry).is_dir() else [root / entry])]
     assert files
     spelled = {}

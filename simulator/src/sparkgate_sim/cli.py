@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from sparkgate.sglang_cli import (
+from sparkgate.sglang.parser import (
     ArgvError,
     OptionSpec,
     committed_manifest,

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from sparkgate import conformance as C
+from sparkgate.sglang import conformance as C
 from sparkgate_sim import sglang_env
 
 DEBUG_DUMP_ENV = C.env("dspark_debug_dump")

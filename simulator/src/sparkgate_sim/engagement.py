@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparkgate import conformance as C
+from sparkgate.sglang import conformance as C
 from sparkgate_sim import faults, sglang_env
 from sparkgate_sim.image import FP8_LM_HEAD_ENV, Image
 from sparkgate_sim.resolve import MODEL_ARCH, Requested

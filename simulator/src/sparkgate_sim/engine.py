@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkgate import conformance as C
+from sparkgate.sglang import conformance as C
 from sparkgate_sim import faults, reasoning, sglang_env, textgen, timing, workload
 from sparkgate_sim.cli import EngineArgs
 from sparkgate_sim.dspark_records import InfoRecords, ragged_verify_mode

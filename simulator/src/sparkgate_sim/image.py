@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sparkgate import conformance
+from sparkgate.sglang import conformance
 from sparkgate_sim import sglang_env
 
 # A slice of SGLang 0.5.23's `Envs` (environ.py): the variables the bundle sets or that matter to the

@@ -11,7 +11,7 @@ import math
 import threading
 from collections.abc import Mapping
 
-from sparkgate import conformance as C
+from sparkgate.sglang import conformance as C
 
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
 ITL_BUCKETS = (

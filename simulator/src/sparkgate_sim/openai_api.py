@@ -8,7 +8,7 @@ import time
 import uuid
 from typing import Any
 
-from sparkgate import conformance as C
+from sparkgate.sglang import conformance as C
 from sparkgate_sim import reasoning, textgen
 from sparkgate_sim.engine import Chunk, GenRequest
 

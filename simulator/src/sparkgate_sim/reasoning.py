@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparkgate import conformance as C
+from sparkgate.sglang import conformance as C
 
 DEEPSEEK_R1 = C.string_("reasoning_parser_deepseek_r1")
 THINK_START = C.string_("think_start")

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparkgate import conformance as C
+from sparkgate.sglang import conformance as C
 from sparkgate_sim import reasoning, sglang_env
 from sparkgate_sim.cli import EngineArgs
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkgate import conformance as C
+from sparkgate.sglang import conformance as C
 
 
 def prefill_line(new_tokens: int, queued: int, usage: float) -> str:

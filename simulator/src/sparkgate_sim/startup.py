@@ -24,7 +24,7 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from sparkgate import conformance as C
+from sparkgate.sglang import conformance as C
 from sparkgate_sim import faults, sglang_env
 from sparkgate_sim.engagement import DRAFT_MODEL_CLASS, DSPARK_DRAFT_CLASS
 from sparkgate_sim.lifecycle import Restarted

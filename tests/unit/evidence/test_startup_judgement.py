@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from sparkgate import conformance as C
 from sparkgate import expectations, profiles
 from sparkgate.evidence.logs import EngineLog
 from sparkgate.evidence.startup import judge_exited_engine
+from sparkgate.sglang import conformance as C
 
 
 def _want(profile: str) -> dict:

@@ -31,7 +31,7 @@ CONFIGS = [
 def sglang_merger():
     from sglang.srt.utils.server_args_config_parser import ConfigArgumentMerger
 
-    from sparkgate.sglang_cli import build_sglang_parser
+    from sparkgate.sglang.parser import build_sglang_parser
 
     return ConfigArgumentMerger(build_sglang_parser(with_fork_options=True))
 

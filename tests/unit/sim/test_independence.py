@@ -4,14 +4,14 @@ If the simulator imported the gate's constants (log signatures, class names, dty
 where the two agree would prove only that a string equals itself. So the simulator's modules
 (`simulator/src/sparkgate_sim/*.py`) may import exactly two modules from sparkgate:
 
-- `sparkgate.conformance`: SGLang's own strings, from a fixture that tests/unit/test_sglang_conformance.py
+- `sparkgate.sglang.conformance`: SGLang's own strings, from a fixture that tests/unit/test_sglang_conformance.py
   holds against the installed SGLang 0.5.23 source. The checker reads the same fixture; agreement with
   it is agreement with SGLang.
-- `sparkgate.sglang_cli`: SGLang's flag table (the committed CLI manifest, regenerated from SGLang's own
+- `sparkgate.sglang.parser`: SGLang's flag table (the committed CLI manifest, regenerated from SGLang's own
   parser by tests/unit/test_sglang_manifest.py), so the simulator refuses exactly what `sglang serve`
   refuses. It encodes SGLang's parser, not any decision of the gate.
 
-Everything else (optimizations, evidence, expectations, sentinel, rules, launch, sglang_flags, fork...)
+Everything else (optimizations, evidence, expectations, sentinel, rules, launch, sglang.flags, sglang.fork...)
 is the checker's or the renderer's and is off limits, directly or through a module-level import.
 """
 
@@ -25,7 +25,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[3]
 SIM = REPO / "simulator" / "src" / "sparkgate_sim"
 PRODUCT = REPO / "sparkgate"
-ALLOWED = {"sparkgate.conformance", "sparkgate.sglang_cli"}
+ALLOWED = {"sparkgate.sglang.conformance", "sparkgate.sglang.parser"}
 
 
 def sparkgate_imports(source: str) -> set[str]:
@@ -36,7 +36,8 @@ def sparkgate_imports(source: str) -> set[str]:
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] if node.module != "sparkgate" else [f"sparkgate.{a.name}" for a in node.names]
+            packages = ("sparkgate", "sparkgate.sglang")  # `from <package> import <module>` names the module
+            names = [node.module] if node.module not in packages else [f"{node.module}.{a.name}" for a in node.names]
         else:
             continue
         found.update(n for n in names if n == "sparkgate" or n.startswith("sparkgate."))
@@ -57,22 +58,23 @@ def test_the_scan_sees_every_import_form():
     source = (
         "from sparkgate.optimizations import mtp\n"
         "import sparkgate.evidence.common\n"
-        "from sparkgate import sglang_flags as F, conformance\n"
+        "from sparkgate.sglang import flags as F, conformance\n"
         "def late():\n    from sparkgate.expectations import build\n"
         "from sparkgate_sim import textgen\n"
         "from . import faults\n"
     )
     assert sparkgate_imports(source) == {
-        "sparkgate.optimizations", "sparkgate.evidence.common", "sparkgate.sglang_flags", "sparkgate.conformance",
+        "sparkgate.optimizations", "sparkgate.evidence.common", "sparkgate.sglang.flags", "sparkgate.sglang.conformance",
         "sparkgate.expectations",
     }
 
 
 def test_the_allowed_modules_bring_no_checker_along():
     """What the two allowed modules import at module level stays outside the checker too."""
-    root = PRODUCT
+    root = PRODUCT / "sglang"
     conformance = sparkgate_imports((root / "conformance.py").read_text(encoding="utf-8"))
-    cli_table = sparkgate_imports((root / "sglang_cli.py").read_text(encoding="utf-8"))
+    cli_table = sparkgate_imports((root / "parser.py").read_text(encoding="utf-8"))
     fork = sparkgate_imports((root / "fork.py").read_text(encoding="utf-8"))
+    assert sparkgate_imports((root / "__init__.py").read_text(encoding="utf-8")) == set()  # the package itself
     assert conformance == set()
-    assert cli_table <= {"sparkgate.fork"} and fork <= {"sparkgate.conformance"}  # fork-only flags: data only
+    assert cli_table <= {"sparkgate.sglang.fork"} and fork <= {"sparkgate.sglang.conformance"}  # fork-only flags: data only

@@ -1,0 +1,396 @@
+"""An engine image's SGLang facts (conformance fixture, flag manifest, env manifest), what an installed SGLang
+really has, and the difference between the two, with the checks and rules each difference affects.
+
+- `pinned(image)`: the facts images.lock.yaml names for an engine image (files in sparkgate/sglang/data/).
+- `observe(site_packages)`: the same facts read from an installed SGLang, in a child Python whose sys.path starts
+  at that directory (so a copy of SGLang is proven, not whichever one this process would import).
+- `diff(pinned, observed)`: flags added/removed/changed, env added/removed, fixture entries found/moved/missing,
+  and `readers()`: which sparkgate modules (and so which checks and rules) read each of them.
+
+`python -m sparkgate.sglang.facts observe [--fork]` is the child's entry point (JSON on stdout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from sparkgate.sglang import proof
+
+# conformance accessor -> the fixture section its first argument names a key of.
+_ACCESSORS = {
+    "log_format": "log_formats", "log_line": "log_formats", "log_pattern": "log_formats", "string_": "strings",
+    "metric": "metrics", "class_name": "classes", "dtype": "dtypes", "env": "env", "server_arg": "server_args",
+    "hook_target": "hook_targets", "fork_only": "fork_only",
+}
+_CONFORMANCE_NAMES = {"C", "conformance"}
+OBSERVE_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class Facts:
+    """One SGLang's facts: what the gate's checks read (fixture), its parser's table (flags) and Envs (env)."""
+
+    fixture: dict[str, Any]
+    flags: dict[str, Any]  # option string -> manifest entry
+    env: dict[str, str]  # declared name -> EnvField kind
+    findings: tuple[proof.Finding, ...] = ()
+    sglang_version: str = ""
+    origin: str = ""
+
+
+def _data(name: str) -> dict[str, Any]:
+    return json.loads(resources.files("sparkgate.sglang.data").joinpath(name).read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=8)
+def pinned(image: str) -> Facts:
+    """The facts images.lock.yaml records for engine image `image`."""
+    from sparkgate.images import load_lock
+
+    engine = load_lock().engine_images[image]
+    files = engine.sglang_facts
+    env = {name: entry["kind"] for name, entry in _data(files.env)["declared"].items()}
+    # What the image declares beyond the manifest (the fork's SGLANG_ENABLE_FP8_LM_HEAD), as rules.py reads it.
+    env.update({name: "EnvBool" for name in engine.capabilities.declared_env if name not in env})
+    return Facts(
+        fixture=_data(files.fixture),
+        flags=_data(files.flags)["options"],
+        env=env,
+        sglang_version=_data(files.flags)["sglang_version"],
+        origin=f"images.lock.yaml engine_images.{image}.sglang_facts",
+    )
+
+
+def image_needs_fork(image: str) -> bool:
+    from sparkgate.images import load_lock
+
+    capabilities = load_lock().engine_images[image].capabilities
+    return bool(capabilities.declared_env) or capabilities.nextn_lm_head_module_sharing
+
+
+# --- observing an installed SGLang ------------------------------------------------------------------
+
+
+class ObserveError(RuntimeError):
+    pass
+
+
+def observe(site_packages: Path | None, *, fork: bool, fixture: dict[str, Any], python: str = sys.executable,
+            timeout: float = OBSERVE_TIMEOUT_S) -> Facts:
+    """Read the facts of the SGLang under `site_packages` (None: the one this interpreter imports, read in this
+    process: the build guard inside the image)."""
+    if site_packages is None:
+        return _facts(fixture, _observe_here(None, fork, fixture))
+    env = dict(os.environ)
+    argv = [python, "-m", "sparkgate.sglang.facts", "observe"]
+    if fork:
+        argv.append("--fork")
+    site_packages = Path(site_packages).resolve()
+    proof.SourceTree(site_packages)  # fails early, naming the directory, when it holds no sglang
+    argv += ["--site-packages", str(site_packages)]
+    # The fixture travels with the request: the child proves exactly what the caller pins.
+    try:
+        done = subprocess.run(argv, input=json.dumps(fixture), capture_output=True, text=True, timeout=timeout,
+                              env=env, check=False)
+    except subprocess.TimeoutExpired:
+        raise ObserveError(f"reading SGLang's facts took over {timeout:.0f} s") from None
+    if done.returncode != 0:
+        tail = " | ".join(done.stderr.strip().splitlines()[-3:])
+        raise ObserveError(f"reading SGLang's facts failed (exit {done.returncode}): {tail}")
+    return _facts(fixture, json.loads(done.stdout))
+
+
+def _facts(fixture: dict[str, Any], data: dict[str, Any], origin_prefix: str = "") -> Facts:
+    return Facts(fixture=fixture, flags=data["flags"], env=data["env"],
+                 findings=tuple(proof.Finding(**f) for f in data["findings"]), sglang_version=data["sglang_version"],
+                 origin=origin_prefix + data["origin"])
+
+
+def observe_in_image(tag: str, *, fork: bool, fixture: dict[str, Any], timeout: float = OBSERVE_TIMEOUT_S) -> Facts:
+    """The same facts read inside engine image `tag` (sparkgate is installed there), with no network."""
+    argv = ["docker", "run", "--rm", "-i", "--network", "none", "--entrypoint", "python", tag,
+            "-m", "sparkgate.sglang.facts", "observe", *(["--fork"] if fork else [])]
+    try:
+        done = subprocess.run(argv, input=json.dumps(fixture), capture_output=True, text=True, timeout=timeout,
+                              check=False)
+    except FileNotFoundError:
+        raise ObserveError("the docker CLI is not installed") from None
+    except subprocess.TimeoutExpired:
+        raise ObserveError(f"reading SGLang's facts in {tag} took over {timeout:.0f} s") from None
+    if done.returncode != 0:
+        tail = " | ".join(done.stderr.strip().splitlines()[-3:])
+        raise ObserveError(f"reading SGLang's facts in {tag} failed (exit {done.returncode}): {tail}")
+    return _facts(fixture, json.loads(done.stdout), origin_prefix=f"{tag}:")
+
+
+def profile_flags(image: str) -> frozenset[str]:
+    """Every option the rendered argv of the profiles running on `image` passes."""
+    from sparkgate import profiles, render
+
+    used = set()
+    for name in profiles.available_profiles():
+        loaded = profiles.load(name)
+        if loaded.profile.image == image:
+            argv = json.loads(render.render_files(loaded, render.RenderOptions(target="spark"))["argv.json"])
+            used.update(token.partition("=")[0] for token in argv if token.startswith("--"))
+    return frozenset(used)
+
+
+def _observe_here(site_packages: str | None, fork: bool, fixture: dict[str, Any]) -> dict[str, Any]:
+    """Runs in the child: import the SGLang under `site_packages` and read its facts."""
+    import importlib.util
+    import pkgutil
+
+    if site_packages:
+        sys.path.insert(0, site_packages)
+    spec = importlib.util.find_spec("sglang")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("no sglang package importable")
+    root = Path(next(iter(spec.submodule_search_locations))).parent
+    if site_packages and root.resolve() != Path(site_packages).resolve():
+        raise SystemExit(f"sglang imports from {root}, not from {site_packages}")
+    import sglang
+
+    from sparkgate.sglang import env as sglang_env
+    from sparkgate.sglang import parser as sglang_parser
+
+    cli = sglang_parser.generate_manifest()["options"]
+    env_manifest = sglang_env.generate_manifest()
+    dests = {entry["dest"] for entry in cli.values()}
+    hook_errors = {}
+    for item in fixture.get("hook_targets", {}).values():
+        try:
+            pkgutil.resolve_name(item["text"])
+        except Exception as exc:  # any failure means SGLang could not attach the hook either
+            hook_errors[item["text"]] = f"{type(exc).__name__}: {exc}"
+    findings = proof.prove_fixture(proof.SourceTree(root), fixture, fork=fork, server_arg_fields=dests,
+                                   hook_target_errors=hook_errors)
+    return {
+        "sglang_version": getattr(sglang, "__version__", "unknown"),
+        "origin": str(root),
+        "flags": cli,
+        "env": {name: entry["kind"] for name, entry in env_manifest["declared"].items()},
+        "findings": [f.as_dict() for f in findings],
+    }
+
+
+# --- who reads what ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reader:
+    module: str  # sparkgate/optimizations/mtp.py
+    checks: tuple[str, ...]  # the checks that module declares (empty: it feeds every check, or none)
+
+
+def _product_root() -> Path:
+    return Path(__file__).resolve().parents[1]
+
+
+def _module_checks(relative: str) -> tuple[str, ...]:
+    from sparkgate.evidence import common
+    from sparkgate.optimizations import REGISTRY
+
+    for key, module in REGISTRY.items():
+        if relative == f"sparkgate/optimizations/{key}.py":
+            return tuple(module.CHECKS)
+    if relative == "sparkgate/optimizations/mtp_recheck.py":
+        return tuple(REGISTRY["mtp"].CHECKS)
+    if relative == "sparkgate/evidence/common.py":
+        return tuple(common.CHECKS)
+    return ()
+
+
+def _constants(module_path: Path) -> dict[str, str]:
+    """NAME -> string value of a module's top-level string constants (sparkgate/sglang/flags.py)."""
+    tree = ast.parse(module_path.read_text(encoding="utf-8"))
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    found[target.id] = node.value.value
+    return found
+
+
+@lru_cache(maxsize=1)
+def readers() -> dict[tuple[str, str], tuple[Reader, ...]]:
+    """(kind, name) -> the product modules that read it. kind: a fixture section (name: its key), 'flag' (an
+    option string) or 'env' (a variable name); flags and env names are found through sparkgate/sglang/flags.py's
+    constants (F.NAME) and as literals."""
+    root = _product_root()
+    flag_constants = _constants(root / "sglang" / "flags.py")
+    table: dict[tuple[str, str], set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        if "__pycache__" in path.parts or path.parent.name == "sglang" and path.name in ("flags.py", "facts.py"):
+            continue
+        relative = f"sparkgate/{path.relative_to(root)}"
+        for kind, name in _reads(path, flag_constants):
+            table.setdefault((kind, name), set()).add(relative)
+    return {key: tuple(Reader(m, _module_checks(m)) for m in sorted(mods)) for key, mods in table.items()}
+
+
+def _reads(path: Path, flag_constants: dict[str, str]) -> set[tuple[str, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[tuple[str, str]] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in _CONFORMANCE_NAMES:
+            args = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            attr = node.func.attr
+            if attr in _ACCESSORS and args:
+                found.add((_ACCESSORS[attr], args[0]))
+            elif attr in ("text", "entry") and len(args) >= 2:
+                found.add((args[0], args[1]))
+            elif attr == "fork_only_of_kind" and args:
+                found.add(("fork_only_kind", args[0]))
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "F" \
+                and node.attr in flag_constants:
+            value = flag_constants[node.attr]
+            found.add(("flag" if value.startswith("--") else "env", value))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("--"):
+            found.add(("flag", node.value))
+    return found
+
+
+def readers_of(kind: str, name: str, fixture: dict[str, Any] | None = None) -> tuple[Reader, ...]:
+    table = readers()
+    result = list(table.get((kind, name), ()))
+    if kind == "fork_only" and fixture is not None:  # read as a whole kind (fork_only_of_kind)
+        entry = fixture.get("fork_only", {}).get(name)
+        if entry:
+            result += table.get(("fork_only_kind", entry["kind"]), ())
+    return tuple(dict.fromkeys(result))
+
+
+# --- the difference ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Item:
+    kind: str  # flag | env | fixture (name: section.key)
+    name: str
+    change: str  # added | removed | changed | moved | missing | found | ...
+    detail: str
+    readers: tuple[Reader, ...] = ()
+    loses_evidence: bool = False
+
+    def affects(self) -> str:
+        if not self.readers:
+            return "read by no sparkgate check or rule"
+        parts = []
+        for reader in self.readers:
+            parts.append(f"{reader.module}" + (f" (checks {', '.join(reader.checks)})" if reader.checks else ""))
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class Diff:
+    pinned: Facts
+    observed: Facts
+    items: tuple[Item, ...] = field(default_factory=tuple)
+
+    @property
+    def losses(self) -> list[Item]:
+        return [i for i in self.items if i.loses_evidence]
+
+    def of(self, kind: str) -> list[Item]:
+        return [i for i in self.items if i.kind == kind]
+
+
+def diff(pinned_facts: Facts, observed: Facts, *, used_flags: frozenset[str] = frozenset()) -> Diff:
+    """Compare; `used_flags` are the options the profiles' argv pass (a removed or changed one loses evidence)."""
+    items: list[Item] = []
+    for option in sorted(set(pinned_facts.flags) | set(observed.flags)):
+        before, after = pinned_facts.flags.get(option), observed.flags.get(option)
+        if before == after:
+            continue
+        readers_ = readers_of("flag", option)
+        used = option in used_flags or bool(readers_)
+        if before is None:
+            items.append(Item("flag", option, "added", f"{after['kind']}, dest {after['dest']}", readers_))
+        elif after is None:
+            items.append(Item("flag", option, "removed", f"was {before['kind']}, dest {before['dest']}", readers_,
+                              loses_evidence=used))
+        else:
+            changed = {k: (before.get(k), after.get(k)) for k in set(before) | set(after) if before.get(k) != after.get(k)}
+            detail = ", ".join(f"{k}: {b!r} -> {a!r}" for k, (b, a) in sorted(changed.items()))
+            items.append(Item("flag", option, "changed", detail, readers_, loses_evidence=used))
+    for name in sorted(set(pinned_facts.env) | set(observed.env)):
+        before, after = pinned_facts.env.get(name), observed.env.get(name)
+        if before == after:
+            continue
+        readers_ = readers_of("env", name)
+        if before is None:
+            items.append(Item("env", name, "added", f"declared as {after}", readers_))
+        elif after is None:
+            items.append(Item("env", name, "removed", f"was {before}; SGLang would ignore it silently", readers_,
+                              loses_evidence=bool(readers_)))
+        else:
+            items.append(Item("env", name, "changed", f"{before} -> {after}", readers_, loses_evidence=bool(readers_)))
+    for finding in observed.findings:
+        change = {"fork_only_present": "found", "stock_absent": "found"}.get(finding.status, finding.status)
+        items.append(Item("fixture", f"{finding.section}.{finding.key}", change, finding.line(),
+                          readers_of(finding.section, finding.key, observed.fixture),
+                          loses_evidence=finding.loses_evidence))
+    return Diff(pinned_facts, observed, tuple(items))
+
+
+def render(result: Diff) -> str:
+    """The report `invoke sglang.diff` prints."""
+    lines = [f"pinned:   SGLang {result.pinned.sglang_version} ({result.pinned.origin})",
+             f"observed: SGLang {result.observed.sglang_version} ({result.observed.origin})", ""]
+    for title, kind in (("flags", "flag"), ("environment variables", "env")):
+        rows = result.of(kind)
+        lines.append(f"{title}: {len(rows)} difference(s)")
+        for item in rows:
+            mark = "LOSS " if item.loses_evidence else "     "
+            lines.append(f"  {mark}{item.change:8} {item.name}: {item.detail}")
+            if item.readers:
+                lines.append(f"           affects {item.affects()}")
+        lines.append("")
+    fixture_rows = result.of("fixture")
+    counts: dict[str, int] = {}
+    for item in fixture_rows:
+        counts[item.change] = counts.get(item.change, 0) + 1
+    lines.append("evidence fixture: " + ", ".join(f"{n} {c}" for c, n in sorted(counts.items())))
+    for item in fixture_rows:
+        if item.change == "found":
+            continue
+        mark = "LOSS " if item.loses_evidence else "     "
+        lines.append(f"  {mark}{item.detail}")
+        lines.append(f"           affects {item.affects()}")
+    lines.append("")
+    losses = result.losses
+    if losses:
+        lines.append(f"{len(losses)} item(s) would leave checks without their evidence (marked LOSS): update the "
+                     "fixture/manifests for this image and the checks that read them (docs/upgrade.md)")
+    else:
+        lines.append("no check loses its evidence")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sparkgate.sglang.facts")
+    sub = parser.add_subparsers(dest="command", required=True)
+    obs = sub.add_parser("observe", help="print the installed SGLang's facts as JSON (the fixture on stdin)")
+    obs.add_argument("--site-packages", default=None)
+    obs.add_argument("--fork", action="store_true")
+    args = parser.parse_args(argv)
+    fixture = json.loads(sys.stdin.read())
+    json.dump(_observe_here(args.site_packages, args.fork, fixture), sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
