@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import fnmatch
 import json
 import os
 import subprocess
@@ -133,16 +134,16 @@ def observe_in_image(tag: str, *, fork: bool, fixture: dict[str, Any], timeout: 
     return _facts(fixture, json.loads(done.stdout), origin_prefix=f"{tag}:")
 
 
-def profile_flags(image: str) -> frozenset[str]:
-    """Every option the rendered argv of the profiles running on `image` passes."""
+def profile_flags() -> frozenset[str]:
+    """Every option the rendered argv of the shipped profiles passes (whichever image they target: a flag an
+    upgrade removes breaks the profile that passes it)."""
     from sparkgate import profiles, render
 
     used = set()
     for name in profiles.available_profiles():
         loaded = profiles.load(name)
-        if loaded.profile.image == image:
-            argv = json.loads(render.render_files(loaded, render.RenderOptions(target="spark"))["argv.json"])
-            used.update(token.partition("=")[0] for token in argv if token.startswith("--"))
+        argv = json.loads(render.render_files(loaded, render.RenderOptions(target="spark"))["argv.json"])
+        used.update(token.partition("=")[0] for token in argv if token.startswith("--"))
     return frozenset(used)
 
 
@@ -231,13 +232,26 @@ def readers() -> dict[tuple[str, str], tuple[Reader, ...]]:
     root = _product_root()
     flag_constants = _constants(root / "sglang" / "flags.py")
     table: dict[tuple[str, str], set[str]] = {}
-    for path in sorted(root.rglob("*.py")):
-        if "__pycache__" in path.parts or path.parent.name == "sglang" and path.name in ("flags.py", "facts.py"):
-            continue
-        relative = f"sparkgate/{path.relative_to(root)}"
-        for kind, name in _reads(path, flag_constants):
-            table.setdefault((kind, name), set()).add(relative)
+    # The simulator writes what the gate reads; in a checkout its readings are affected too.
+    simulator = root.parent / "simulator" / "src" / "sparkgate_sim"
+    trees = [(root, "sparkgate")] + ([(simulator, "simulator/src/sparkgate_sim")] if simulator.is_dir() else [])
+    for base, label in trees:
+        for path in sorted(base.rglob("*.py")):
+            if "__pycache__" in path.parts or path.parent == root / "sglang" and path.name in ("flags.py", "facts.py"):
+                continue
+            relative = f"{label}/{path.relative_to(base)}"
+            for kind, name in _reads(path, flag_constants):
+                table.setdefault((kind, name), set()).add(relative)
     return {key: tuple(Reader(m, _module_checks(m)) for m in sorted(mods)) for key, mods in table.items()}
+
+
+def _key_of(node: ast.expr) -> str | None:
+    """A literal key, or an f-string key as a pattern (`f"speculative_{name}"` -> `speculative_*`)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "*" for v in node.values)
+    return None
 
 
 def _reads(path: Path, flag_constants: dict[str, str]) -> set[tuple[str, str]]:
@@ -246,7 +260,7 @@ def _reads(path: Path, flag_constants: dict[str, str]) -> set[tuple[str, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and isinstance(node.func.value, ast.Name) and node.func.value.id in _CONFORMANCE_NAMES:
-            args = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            args = [key for key in map(_key_of, node.args) if key is not None]
             attr = node.func.attr
             if attr in _ACCESSORS and args:
                 found.add((_ACCESSORS[attr], args[0]))
@@ -265,12 +279,13 @@ def _reads(path: Path, flag_constants: dict[str, str]) -> set[tuple[str, str]]:
 
 def readers_of(kind: str, name: str, fixture: dict[str, Any] | None = None) -> tuple[Reader, ...]:
     table = readers()
-    result = list(table.get((kind, name), ()))
+    result = [r for (k, pattern), found in table.items() if k == kind and fnmatch.fnmatchcase(name, pattern)
+              for r in found]
     if kind == "fork_only" and fixture is not None:  # read as a whole kind (fork_only_of_kind)
         entry = fixture.get("fork_only", {}).get(name)
         if entry:
             result += table.get(("fork_only_kind", entry["kind"]), ())
-    return tuple(dict.fromkeys(result))
+    return tuple(sorted(dict.fromkeys(result), key=lambda r: r.module))
 
 
 # --- the difference ------------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ def diff(c, site_packages="", image="", facts=""):
             observed = F.observe(Path(site_packages), fork=fork, fixture=pinned.fixture)
     except (F.ObserveError, FileNotFoundError) as exc:
         raise Refusal(str(exc)) from None
-    result = F.diff(pinned, observed, used_flags=F.profile_flags(key))
+    result = F.diff(pinned, observed, used_flags=F.profile_flags())
     print(F.render(result), flush=True)
     if result.losses:
         raise FactsLost(f"{len(result.losses)} difference(s) would leave checks without their evidence "
