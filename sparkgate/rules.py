@@ -8,8 +8,10 @@ from sparkgate.launch import GATE_ENV, GATE_ORIGIN, modelled_flags
 from sparkgate.model import SGLangArgs
 from sparkgate.optimizations import REGISTRY
 from sparkgate.problems import Problem
+from sparkgate.sglang import conformance
 from sparkgate.sglang import env as sglang_env
 from sparkgate.sglang import flags as F
+from sparkgate.sglang import parser as sglang_parser
 from sparkgate.sglang.parser import SGLANG_VERSION, strict_problems
 
 # The least the gate accepts (docs/gate.md "Floors"); profiles may only raise them.
@@ -299,8 +301,27 @@ def _cuda_graph_problems(ctx: RuleContext) -> list[Problem]:
     return problems
 
 
+def _facts_problems(ctx: RuleContext) -> list[Problem]:
+    """The profile's engine image must pin the SGLang facts this sparkgate's rules, checks and simulator read:
+    a gate holding another SGLang to 0.5.23's strings would refuse a healthy engine, or pass a broken one."""
+    facts = ctx.image.sglang_facts
+    known = {"fixture": conformance.FIXTURE, "flags": sglang_parser.MANIFEST_RESOURCE, "env": sglang_env.MANIFEST_RESOURCE}
+    wrong = {name: getattr(facts, name) for name, file in known.items() if getattr(facts, name) != file}
+    if not wrong:
+        return []
+    listed = ", ".join(f"{name} {file}" for name, file in sorted(wrong.items()))
+    return [ctx.problem(
+        ["image"],
+        f"engine image {ctx.profile.image!r} pins SGLang facts {listed} in images.lock.yaml, but this sparkgate's "
+        f"checks are held to {', '.join(known[n] for n in sorted(wrong))}",
+        "use a sparkgate release whose checks know that SGLang, or pick an image on the pinned facts "
+        "(docs/upgrade.md)",
+    )]
+
+
 def check(ctx: RuleContext) -> list[Problem]:
     problems: list[Problem] = []
+    problems.extend(_facts_problems(ctx))
     # Conflict rules first: they name both settings, which is the most useful message.
     problems.extend(_outside_owner_problems(ctx))
     for module in REGISTRY.values():

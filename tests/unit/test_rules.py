@@ -383,3 +383,21 @@ def test_a_declared_sglang_variable_off_the_allow_list_is_refused(tmp_path, name
 def test_variables_outside_sglang_still_pass_through(tmp_path):
     ref = write(tmp_path, "user", "extends: [all-three]\nenv:\n  NCCL_DEBUG: WARN\n  SGLANG_LOG_GC: '1'\n")
     assert profiles.load(ref).plan.env_map()["NCCL_DEBUG"] == "WARN"
+
+
+def test_an_image_pinning_other_sglang_facts_is_refused(tmp_path, monkeypatch):
+    """The rules, checks and simulator read one set of SGLang facts; an image on another set is refused by name."""
+    from sparkgate import images
+
+    lock = images.load_lock()
+    engine = lock.engine_images["spark-fork"]
+    moved = engine.model_copy(update={"sglang_facts": engine.sglang_facts.model_copy(
+        update={"fixture": "sglang-conformance-0.6.0.json"})})
+    other = lock.model_copy(update={"engine_images": {**lock.engine_images, "spark-fork": moved}})
+    monkeypatch.setattr(profiles, "load_lock", lambda: other)
+    message = refusal("all-three")
+    (line,) = [line for line in message.splitlines() if "SGLang facts" in line]
+    assert "image" in line and "fixture sglang-conformance-0.6.0.json" in line
+    assert "held to sglang-conformance-0.5.23.json" in line and "docs/upgrade.md" in line
+    monkeypatch.setattr(profiles, "load_lock", lambda: lock)
+    assert profiles.load("all-three").profile.image == "spark-fork"  # the pinned facts pass
