@@ -19,7 +19,7 @@ import pytest
 
 from tests.real import engine as engine_mod
 from tests.real.checkpoints import DUMMY_WEIGHTS_ARGS, build_tiny_bailing_v2, build_tiny_llama
-from tests.real.engine import NEXTN_ARGS, EngineSlot, Launch, RealEngine
+from tests.real.engine import NEXTN_ARGS, EngineSlot, Launch, RealEngine, standalone_args
 
 TINY_LLAMA_NAME = "tiny-llama"
 TINY_BAILING_NAME = "tiny-bailing-v2"
@@ -50,6 +50,12 @@ def dense_launch(tiny_llama_path) -> Launch:
 
 
 @pytest.fixture(scope="session")
+def standalone_launch(dense_launch) -> Launch:
+    """The dense tiny llama drafting for itself (STANDALONE): drafts get accepted, unlike a random MTP layer."""
+    return dataclasses.replace(dense_launch, extra_args=standalone_args(dense_launch.model_path), cpu_amx=True)
+
+
+@pytest.fixture(scope="session")
 def bailing_launch(tiny_bailing_v2_path) -> Launch:
     """The tiny BailingMoeV2 (dummy weights) without speculation: the reference for NEXTN outputs."""
     return Launch(
@@ -70,6 +76,11 @@ def dense_engine(real_engines, dense_launch) -> RealEngine:
 
 
 @pytest.fixture
+def standalone_engine(real_engines, standalone_launch) -> RealEngine:
+    return real_engines.get(standalone_launch)
+
+
+@pytest.fixture
 def bailing_engine(real_engines, bailing_launch) -> RealEngine:
     return real_engines.get(bailing_launch)
 
@@ -85,7 +96,7 @@ def pytest_terminal_summary(terminalreporter):
         return
     terminalreporter.write_sep("-", "real SGLang launches (process start -> /model_info 200, then first /health)")
     for engine in engine_mod.STARTED:
-        startup = "-" if engine.startup_s is None else f"{engine.startup_s:.1f} s"
+        startup = "never (start failed)" if engine.startup_s is None else f"{engine.startup_s:.1f} s"
         health = "-" if engine.first_health_s is None else f"{engine.first_health_s:.1f} s"
         stop = "-" if engine.stop_s is None else f"{engine.stop_s:.1f} s"
         name = engine.launch.served_model_name or engine.launch.model_path.name

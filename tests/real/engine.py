@@ -38,7 +38,9 @@ CPU_PLATFORM_PLUGIN = "sparkgate_cpu_platform"  # tests/real/stand_ins/sparkgate
 NO_PLUGINS = "none"
 
 START_TIMEOUT_S = 180.0
-REQUEST_TIMEOUT_S = 120.0  # the first speculative request compiles C++ (torch inductor): 4-17 s seen
+# The first MoE forward compiles C++ (torch inductor, the torch.compile'd biased_grouped_topk_impl of
+# sglang/srt/layers/moe/topk.py): 3 s with a warm inductor cache, ~25 s cold.
+REQUEST_TIMEOUT_S = 120.0
 STOP_GRACE_S = 15.0  # SGLang's graceful shutdown (drain, then kill its children) took 4-9 s here
 ORPHAN_GRACE_S = 3.0  # leader gone, children still up: stop waiting and signal them directly
 PROGRESS_EVERY_S = 15.0
@@ -65,6 +67,19 @@ NEXTN_ARGS = (
     "--speculative-eagle-topk", "1",
     "--speculative-num-draft-tokens", "4",
 )
+
+
+def standalone_args(draft_model_path: Path) -> tuple[str, ...]:
+    """STANDALONE speculation (a separate small LM drafts; EAGLE's worker and kernels). Needs cpu_amx=True."""
+    return (
+        "--speculative-algorithm", "STANDALONE",
+        "--speculative-draft-model-path", str(draft_model_path),
+        "--speculative-num-steps", "3",
+        "--speculative-eagle-topk", "1",
+        "--speculative-num-draft-tokens", "4",
+    )
+
+
 BASE_ENV = {
     "SGLANG_USE_CPU_ENGINE": "1",  # mandatory on CPU (else the scheduler imports vllm's CUDA rotary op)
     "OMP_NUM_THREADS": "1",
@@ -276,8 +291,8 @@ class RealEngine:
                 pass
             time.sleep(0.5)
         self.startup_s = time.monotonic() - self.started_at
-        # /health generates one token. On a speculative launch the first generation compiles C++ (torch
-        # inductor), and /health answers 503 after 20 s without detokenizer output: retry until healthy.
+        # /health generates one token. On a MoE model the first generation compiles C++ (see
+        # REQUEST_TIMEOUT_S) and /health answers 503 after 20 s without detokenizer output: retry.
         health_start = time.monotonic()
         last = None
         while True:
