@@ -1,7 +1,7 @@
 """Start the real SGLang 0.5.23 server (`python -m sglang.launch_server`) on this CPU machine, one at a time.
 
     launch = Launch(model_path=path, served_model_name="tiny", max_running_requests=4, extra_args=(...,))
-    engine = start_engine(launch, log_dir)   # ready, or raises EngineStartError with the log tail
+    engine = start_engine(launch, run_dir)   # ready, or raises EngineStartError with the log tail
     engine.generate("Hello", max_new_tokens=8)
     engine.stop()                            # always: the whole process tree, TERM then KILL
 
