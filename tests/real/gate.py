@@ -1,0 +1,49 @@
+"""The gate's verdict on a real SGLang engine: the product's own `verify` (sparkgate/evidence/verify.py) with a
+shipped profile's expectations, pointed at the tiny checkpoint the engine serves.
+
+Only the identity the tiny model cannot share with Ling-3.0-flash is rewritten (model path, served name); every
+other expectation is the profile's own, so each check judges the real engine exactly as it would judge a Spark.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkgate import expectations as expectations_mod
+from sparkgate import profiles
+from sparkgate.evidence import logs
+from sparkgate.evidence.results import CheckResult, Verdict
+from sparkgate.evidence.verify import verify
+from tests.real.engine import RealEngine
+
+
+def expectations_for(profile: str, engine: RealEngine, **engine_fields: Any) -> dict:
+    """The profile's expectations with the engine identity of `engine`'s launch (or `engine_fields`)."""
+    expectations = expectations_mod.build(profiles.load(profile), "spark", 1.0)
+    expectations["engine"]["model_path"] = str(engine.launch.model_path)
+    expectations["engine"]["served_model_name"] = engine.launch.served_model_name or str(engine.launch.model_path)
+    expectations["engine"].update(engine_fields)
+    return expectations
+
+
+def verdict(engine: RealEngine, profile: str, *, calibrate: bool = True, **engine_fields: Any) -> Verdict:
+    return verify(engine.url, expectations_for(profile, engine, **engine_fields), logs.from_file(str(engine.log_path)),
+                  calibrate=calibrate)
+
+
+def by_name(result: Verdict) -> dict[str, CheckResult]:
+    names = [c.name for c in result.checks]
+    assert len(names) == len(set(names)), f"a check reported twice: {names}"
+    return {c.name: c for c in result.checks}
+
+
+def failing(result: Verdict) -> set[str]:
+    return {c.name for c in result.checks if not c.passed}
+
+
+def flipped(reference: Verdict, variation: Verdict) -> dict[str, tuple[bool, bool]]:
+    """check -> (passed on the reference, passed on the variation), for every check whose outcome differs."""
+    before, after = by_name(reference), by_name(variation)
+    assert before.keys() == after.keys(), f"different checks ran: {sorted(before.keys() ^ after.keys())}"
+    return {name: (before[name].passed, after[name].passed) for name in before
+            if before[name].passed != after[name].passed}
