@@ -45,8 +45,8 @@ def real_engines(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def dense_launch(tiny_llama_path) -> Launch:
-    """Dense tiny llama, torch_native attention, probe and metrics on, batch size 4."""
-    return Launch(model_path=tiny_llama_path, served_model_name=TINY_LLAMA_NAME, max_running_requests=4)
+    """Dense tiny llama, torch_native attention, probe and metrics on, batch size 1 (what the gate wants)."""
+    return Launch(model_path=tiny_llama_path, served_model_name=TINY_LLAMA_NAME, max_running_requests=1)
 
 
 @pytest.fixture(scope="session")
@@ -59,7 +59,7 @@ def standalone_launch(dense_launch) -> Launch:
 def bailing_launch(tiny_bailing_v2_path) -> Launch:
     """The tiny BailingMoeV2 (dummy weights) without speculation: the reference for NEXTN outputs."""
     return Launch(
-        model_path=tiny_bailing_v2_path, served_model_name=TINY_BAILING_NAME, max_running_requests=4,
+        model_path=tiny_bailing_v2_path, served_model_name=TINY_BAILING_NAME, max_running_requests=1,
         extra_args=DUMMY_WEIGHTS_ARGS,
     )
 

@@ -448,6 +448,16 @@ class EngineSlot:
         self.base_dir = base_dir
         self.current: RealEngine | None = None
         self._count = 0
+        self._observations: list[tuple[Launch, object]] = []  # (launch, Observation); Launch holds a dict
+
+    def observation(self, launch: Launch):
+        """What `launch` printed and served right after its first start (tests/real/observe.py); starts it only
+        if no earlier test started it."""
+        for known, recorded in self._observations:
+            if known == launch:
+                return recorded
+        self.get(launch)
+        return self._observations[-1][1]
 
     def get(self, launch: Launch) -> RealEngine:
         if self.current is not None and self.current.launch == launch and self.current.running:
@@ -461,6 +471,10 @@ class EngineSlot:
         name = launch.served_model_name or launch.model_path.name
         run_dir = self.base_dir / f"{self._count:02d}-{name}"
         self.current = start_engine(launch, run_dir)
+        if not any(known == launch for known, _ in self._observations):
+            from tests.real.observe import observe
+
+            self._observations.append((launch, observe(self.current)))
         return self.current
 
     def stop(self) -> None:
