@@ -17,6 +17,7 @@ import ast
 import fnmatch
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from sparkgate.sglang import proof
 
@@ -35,6 +38,10 @@ _ACCESSORS = {
 }
 _CONFORMANCE_NAMES = {"C", "conformance"}
 OBSERVE_TIMEOUT_S = 600
+# The child prints its JSON on one line after this marker: whatever SGLang prints on import cannot corrupt it.
+RESULT_MARKER = "SPARKGATE-SGLANG-FACTS "
+# An image reference as docker reads it, never an option: no leading '-', no spaces.
+IMAGE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$")
 
 
 @dataclass(frozen=True)
@@ -108,18 +115,39 @@ def observe(site_packages: Path | None, *, fork: bool, fixture: dict[str, Any], 
     if done.returncode != 0:
         tail = " | ".join(done.stderr.strip().splitlines()[-3:])
         raise ObserveError(f"reading SGLang's facts failed (exit {done.returncode}): {tail}")
-    return _facts(fixture, json.loads(done.stdout))
+    return _facts(fixture, _result(done.stdout, str(site_packages)))
+
+
+def _result(stdout: str, where: str) -> dict[str, Any]:
+    lines = [line for line in stdout.splitlines() if line.startswith(RESULT_MARKER)]
+    if not lines:
+        raise ObserveError(f"reading SGLang's facts in {where} printed no result")
+    try:
+        data = json.loads(lines[-1][len(RESULT_MARKER):])
+    except json.JSONDecodeError as exc:
+        raise ObserveError(f"reading SGLang's facts in {where} printed an unreadable result ({exc})") from None
+    if not isinstance(data, dict) or not {"flags", "env", "findings", "sglang_version", "origin"} <= set(data):
+        raise ObserveError(f"reading SGLang's facts in {where} printed a result without flags/env/findings")
+    return data
 
 
 def _facts(fixture: dict[str, Any], data: dict[str, Any], origin_prefix: str = "") -> Facts:
-    return Facts(fixture=fixture, flags=data["flags"], env=data["env"],
-                 findings=tuple(proof.Finding(**f) for f in data["findings"]), sglang_version=data["sglang_version"],
-                 origin=origin_prefix + data["origin"])
+    try:
+        findings = tuple(proof.Finding.model_validate(f) for f in data["findings"])
+    except (ValidationError, TypeError) as exc:
+        first = str(exc).splitlines()[:2]
+        raise ObserveError(f"SGLang facts from {origin_prefix}{data['origin']}: invalid finding ({' '.join(first)})") \
+            from None
+    return Facts(fixture=fixture, flags=data["flags"], env=data["env"], findings=findings,
+                 sglang_version=str(data["sglang_version"]), origin=origin_prefix + str(data["origin"]))
 
 
 def observe_in_image(tag: str, *, fork: bool, fixture: dict[str, Any], timeout: float = OBSERVE_TIMEOUT_S) -> Facts:
     """The same facts read inside engine image `tag` (sparkgate is installed there), with no network."""
-    argv = ["docker", "run", "--rm", "-i", "--network", "none", "--entrypoint", "python", tag,
+    if not IMAGE_REF.match(tag):
+        raise ObserveError(f"--image {tag!r} is not an image reference (name[:tag][@digest], no leading '-')")
+    # --pull never: the image on this host is what gets read, and no registry is asked.
+    argv = ["docker", "run", "--rm", "-i", "--pull", "never", "--network", "none", "--entrypoint", "python", tag,
             "-m", "sparkgate.sglang.facts", "observe", *(["--fork"] if fork else [])]
     try:
         done = subprocess.run(argv, input=json.dumps(fixture), capture_output=True, text=True, timeout=timeout,
@@ -131,7 +159,7 @@ def observe_in_image(tag: str, *, fork: bool, fixture: dict[str, Any], timeout: 
     if done.returncode != 0:
         tail = " | ".join(done.stderr.strip().splitlines()[-3:])
         raise ObserveError(f"reading SGLang's facts in {tag} failed (exit {done.returncode}): {tail}")
-    return _facts(fixture, json.loads(done.stdout), origin_prefix=f"{tag}:")
+    return _facts(fixture, _result(done.stdout, tag), origin_prefix=f"{tag}:")
 
 
 def profile_flags() -> frozenset[str]:
@@ -156,10 +184,10 @@ def _observe_here(site_packages: str | None, fork: bool, fixture: dict[str, Any]
         sys.path.insert(0, site_packages)
     spec = importlib.util.find_spec("sglang")
     if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("no sglang package importable")
+        raise ObserveError("no sglang package importable")
     root = Path(next(iter(spec.submodule_search_locations))).parent
     if site_packages and root.resolve() != Path(site_packages).resolve():
-        raise SystemExit(f"sglang imports from {root}, not from {site_packages}")
+        raise ObserveError(f"sglang imports from {root}, not from {site_packages}")
     import sglang
 
     from sparkgate.sglang import env as sglang_env
@@ -209,6 +237,14 @@ def _module_checks(relative: str) -> tuple[str, ...]:
         return tuple(REGISTRY["mtp"].CHECKS)
     if relative == "sparkgate/evidence/common.py":
         return tuple(common.CHECKS)
+    from sparkgate.evidence import catalog
+    from sparkgate.evidence.stages import Stage
+
+    # The evidence gatherer feeds every check; calibration feeds the checks of its stage.
+    if relative in ("sparkgate/evidence/gather.py", "sparkgate/evidence/client.py"):
+        return tuple(catalog.declared())
+    if relative == "sparkgate/evidence/calibration.py":
+        return tuple(name for name, d in catalog.declared().items() if d.stage == Stage.CALIBRATION)
     return ()
 
 
@@ -235,12 +271,14 @@ def readers() -> dict[tuple[str, str], tuple[Reader, ...]]:
     # The simulator writes what the gate reads; in a checkout its readings are affected too.
     simulator = root.parent / "simulator" / "src" / "sparkgate_sim"
     trees = [(root, "sparkgate")] + ([(simulator, "simulator/src/sparkgate_sim")] if simulator.is_dir() else [])
+    # fork.py re-exports fork-only fixture entries as constants (fork.FP8_LM_HEAD_LOG ...): follow them.
+    fork_constants = _fixture_constants(root / "sglang" / "fork.py")
     for base, label in trees:
         for path in sorted(base.rglob("*.py")):
             if "__pycache__" in path.parts or path.parent == root / "sglang" and path.name in ("flags.py", "facts.py"):
                 continue
             relative = f"{label}/{path.relative_to(base)}"
-            for kind, name in _reads(path, flag_constants):
+            for kind, name in _reads(path, flag_constants, fork_constants):
                 table.setdefault((kind, name), set()).add(relative)
     return {key: tuple(Reader(m, _module_checks(m)) for m in sorted(mods)) for key, mods in table.items()}
 
@@ -254,10 +292,31 @@ def _key_of(node: ast.expr) -> str | None:
     return None
 
 
-def _reads(path: Path, flag_constants: dict[str, str]) -> set[tuple[str, str]]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+def _fixture_constants(module_path: Path) -> dict[str, set[tuple[str, str]]]:
+    """NAME -> the fixture entries a module-level constant is computed from (`X = conformance.fork_only("k")`)."""
+    tree = ast.parse(module_path.read_text(encoding="utf-8"))
+    found: dict[str, set[tuple[str, str]]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            reads = _reads_in(node.value, {}, {})
+            for target in node.targets:
+                if isinstance(target, ast.Name) and reads:
+                    found[target.id] = reads
+    return found
+
+
+def _reads(path: Path, flag_constants: dict[str, str],
+           fork_constants: dict[str, set[tuple[str, str]]]) -> set[tuple[str, str]]:
+    return _reads_in(ast.parse(path.read_text(encoding="utf-8")), flag_constants, fork_constants)
+
+
+def _reads_in(tree: ast.AST, flag_constants: dict[str, str],
+              fork_constants: dict[str, set[tuple[str, str]]]) -> set[tuple[str, str]]:
     found: set[tuple[str, str]] = set()
     for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "fork" \
+                and node.attr in fork_constants:
+            found |= fork_constants[node.attr]
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and isinstance(node.func.value, ast.Name) and node.func.value.id in _CONFORMANCE_NAMES:
             args = [key for key in map(_key_of, node.args) if key is not None]
@@ -353,8 +412,17 @@ def diff(pinned_facts: Facts, observed: Facts, *, used_flags: frozenset[str] = f
                               loses_evidence=bool(readers_)))
         else:
             items.append(Item("env", name, "changed", f"{before} -> {after}", readers_, loses_evidence=bool(readers_)))
+    proven = {(f.section, f.key) for f in observed.findings}
+    for section, entries in sorted(pinned_facts.fixture.items()):
+        if not isinstance(entries, dict) or section in ("about",):
+            continue
+        for key in sorted(set(entries) - {k for s_, k in proven if s_ == section}):
+            items.append(Item("fixture", f"{section}.{key}", "unproven",
+                              f"unproven {section}.{key}: the reader returned no proof for it (an older sparkgate in the "
+                              "image?)", readers_of(section, key, pinned_facts.fixture), loses_evidence=True))
     for finding in observed.findings:
-        change = {"fork_only_present": "found", "stock_absent": "found"}.get(finding.status, finding.status)
+        change = {"fork_only_present": "found", "stock_absent": "found", "runtime_only": "runtime"}.get(
+            finding.status, finding.status)
         items.append(Item("fixture", f"{finding.section}.{finding.key}", change, finding.line(),
                           readers_of(finding.section, finding.key, observed.fixture),
                           loses_evidence=finding.loses_evidence))
@@ -403,7 +471,8 @@ def main(argv: list[str] | None = None) -> int:
     obs.add_argument("--fork", action="store_true")
     args = parser.parse_args(argv)
     fixture = json.loads(sys.stdin.read())
-    json.dump(_observe_here(args.site_packages, args.fork, fixture), sys.stdout)
+    result = _observe_here(args.site_packages, args.fork, fixture)
+    sys.stdout.write("\n" + RESULT_MARKER + json.dumps(result) + "\n")
     return 0
 
 

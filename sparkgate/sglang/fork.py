@@ -25,6 +25,9 @@ FP8_LM_HEAD_LOG = conformance.fork_only("fp8_lm_head_log")
 # The FP8 head's scale attribute (stock ParallelLMHead has none; the probe reports it as has_weight_scale).
 FP8_LM_HEAD_SCALE_ATTR = conformance.fork_only("fp8_lm_head_weight_scale")
 
+# The method the fork adds to BailingMoeForCausalLMNextN so the draft takes the target's whole LM-head module.
+DRAFT_LM_HEAD_SHARE = conformance.fork_only("draft_lm_head_module_share")
+
 # Model classes the fork gives a module-level LM-head share for the NEXTN draft
 # (`set_lm_head_from_target`); stock 0.5.23 shares only the weight tensor for Bailing.
 FORK_MODULE_SHARING_DRAFT_CLASSES = (conformance.class_name("nextn_draft"),)

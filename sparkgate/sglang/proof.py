@@ -17,23 +17,31 @@ import ast
 import re
 import string
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
 
 _PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdifgeExXr]")
 _BRACE_FIELD = re.compile(r"\{[^{}]*\}")
 
 # Sections whose entries name the source file they live in.
 SOURCED_SECTIONS = ("log_formats", "strings", "metrics", "classes", "dtypes", "attributes")
-Status = Literal["found", "moved", "missing", "fork_only_absent", "fork_only_present", "stock_absent", "changed"]
-# What a verdict needs: an entry that is not found (anywhere) leaves the checks that read it without evidence.
-LOSS = ("missing", "fork_only_absent", "changed")
+Status = Literal["found", "moved", "missing", "fork_only_absent", "fork_only_present", "runtime_only",
+                 "stock_absent", "changed"]
+# Proven as the fixture says. Anything else leaves the checks that read the entry without evidence until the fixture
+# changes: a moved entry too (the fixture names the file, and a same text elsewhere may be another program's).
+OK = ("found", "fork_only_present", "runtime_only", "stock_absent")
+# Only SGLang's server: sglang/ also holds a diffusion server, benchmarks and tests with look-alike strings.
+SERVER_TREE = "sglang/srt/"
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(BaseModel):
+    """One fixture entry's proof. Validated when it crosses a process boundary (sglang.diff's child, an image)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
     section: str
     key: str
     text: str
@@ -43,12 +51,12 @@ class Finding:
     detail: str = ""
 
     @property
-    def loses_evidence(self) -> bool:
-        return self.status in LOSS
+    def ok(self) -> bool:
+        return self.status in OK
 
     @property
-    def ok(self) -> bool:
-        return self.status in ("found", "fork_only_present", "stock_absent")
+    def loses_evidence(self) -> bool:
+        return not self.ok
 
     def line(self) -> str:
         what = f"{self.section}.{self.key} {self.text!r}"
@@ -58,6 +66,8 @@ class Finding:
             return f"moved    {what}: not in {self.source}, found in {self.where}"
         if self.status == "fork_only_present":
             return f"found    {what} (fork-only) in {self.where or self.source}"
+        if self.status == "runtime_only":
+            return f"runtime  {what} (fork-only): {self.detail}"
         if self.status == "stock_absent":
             return f"absent   {what} (fork-only) from stock {self.source}, as expected"
         if self.status == "fork_only_absent":
@@ -67,7 +77,7 @@ class Finding:
         return f"missing  {what}: not in {self.source or 'SGLang'}{': ' + self.detail if self.detail else ''}"
 
     def as_dict(self) -> dict[str, str]:
-        return asdict(self)
+        return self.model_dump()
 
 
 class _Strings(ast.NodeVisitor):
@@ -80,6 +90,7 @@ class _Strings(ast.NodeVisitor):
         self.functions: set[str] = set()
         self.attributes: set[str] = set()
         self.torch_attrs: set[str] = set()
+        self.assigned_attributes: set[str] = set()
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
         parts = []
@@ -92,6 +103,17 @@ class _Strings(ast.NodeVisitor):
         for value in node.values:  # nested expressions hold more strings
             if isinstance(value, ast.FormattedValue):
                 self.visit(value.value)
+
+    def visit_Expr(self, node: ast.Expr) -> None:
+        # A bare string statement is a docstring or a disabled line: SGLang never prints or serves it.
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return
+        self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        # `Class.method = function`: how a patch adds a method (the fork's LM-head share, say).
+        self.assigned_attributes.update(t.attr for t in node.targets if isinstance(t, ast.Attribute))
+        self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str):
@@ -113,6 +135,13 @@ class _Strings(ast.NodeVisitor):
         if isinstance(node.value, ast.Name) and node.value.id == "torch":
             self.torch_attrs.add(node.attr)
         self.generic_visit(node)
+
+
+def starts_a_string_in(text: str, path: Path) -> bool:
+    """`text` starts a string literal of the Python file (comments and docstrings are not literals here)."""
+    visitor = _Strings()
+    visitor.visit(ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"), filename=str(path)))
+    return any(template.startswith(text) for template in visitor.templates)
 
 
 def format_template(fmt: str) -> str:
@@ -155,9 +184,24 @@ class SourceTree:
         return self._scan(relative)
 
     # Each predicate answers for one file; `locate` widens it to the whole package.
-    def log_format_in(self, fmt: str, relative: str) -> bool:
+    def log_format_in(self, fmt: str, relative: str, *, part: bool = False) -> bool:
+        """A string (or f-string) of the file renders `fmt`: from its start, as the gate matches a log message
+        from its start; anywhere inside it for a `part` SGLang appends to a longer record."""
         scanned, wanted = self.scan(relative), format_template(fmt)
-        return scanned is not None and any(wanted in template for template in scanned.templates)
+        if scanned is None:
+            return False
+        if part:
+            return any(wanted in template for template in scanned.templates)
+        return any(template.startswith(wanted) for template in scanned.templates)
+
+    def string_starting_in(self, text: str, relative: str) -> bool:
+        scanned = self.scan(relative)
+        return scanned is not None and any(template.startswith(text) for template in scanned.templates)
+
+    def method_in(self, name: str, relative: str) -> bool:
+        """Defined (def) or attached (`Class.name = ...`) in the file."""
+        scanned = self.scan(relative)
+        return scanned is not None and (name in scanned.functions or name in scanned.assigned_attributes)
 
     def string_in(self, text: str, relative: str) -> bool:
         scanned = self.scan(relative)
@@ -176,10 +220,15 @@ class SourceTree:
         scanned = self.scan(relative)
         return scanned is not None and prefix == "torch" and name in scanned.torch_attrs
 
-    def text_in_scope(self, text: str, scope: str) -> str:
-        """The first file holding `text` as plain text, in one file or (scope 'sglang') the whole package; ''."""
-        candidates = self.files() if scope == "sglang" else [scope]
-        return next((relative for relative in candidates if text in self.text_of(relative)), "")
+    def fork_entry_in(self, item: dict, scope: str) -> str:
+        """The first file of `scope` ('sglang': the server tree) where a fork-only entry is real code: a method
+        defined or attached, a log string (not a comment or docstring); '' when none."""
+        kind, text = item["kind"], item["text"]
+        holds = {"method": self.method_in, "log": self.string_starting_in}.get(kind)
+        if holds is None:
+            raise ValueError(f"fork_only entry of kind {kind!r}: no source proof for that kind")
+        files = self.files_holding(text, SERVER_TREE if scope == "sglang" else scope)
+        return next((relative for relative in files if holds(text, relative)), "")
 
     def text_of(self, relative: str) -> str:
         if relative not in self._texts:
@@ -192,12 +241,18 @@ class SourceTree:
         parsed only when their raw text holds the entry's longest word (SGLang has ~4,700 modules)."""
         if predicate(text, source):
             return "found", source
-        literal = " ".join(piece for piece, *_ in string.Formatter().parse(text))
-        word = max(literal.split(), key=len, default="")
-        for relative in self.files():
-            if relative != source and word in self.text_of(relative) and predicate(text, relative):
+        for relative in self.files_holding(text):
+            if relative != source and predicate(text, relative):
                 return "moved", relative
         return "missing", ""
+
+    def files_holding(self, text: str, scope: str = SERVER_TREE) -> list[str]:
+        """Server files (or `scope`: a file, or a directory ending in /) whose raw text holds the entry's longest
+        word: only those are parsed (SGLang has ~4,700 modules)."""
+        literal = " ".join(piece for piece, *_ in string.Formatter().parse(text))
+        word = max(literal.split(), key=len, default="")
+        candidates = [f for f in self.files() if f.startswith(scope)] if scope.endswith("/") else [scope]
+        return [f for f in candidates if word in self.text_of(f)]
 
     def declared_envs(self) -> frozenset[str]:
         """Names assigned in `class Envs` of sglang/srt/environ.py (the variables SGLang reads)."""
@@ -228,40 +283,54 @@ def prove_fixture(tree: SourceTree, fixture: dict, *, fork: bool, server_arg_fie
     stock (they must be absent: otherwise the fixture calls something fork-only that stock already has).
     `server_arg_fields` / `hook_target_errors` come from the installed SGLang's own Python (None: not asked)."""
     findings: list[Finding] = []
+
+    def add(section: str, key: str, item: dict, status: str, source: str, where: str = "", detail: str = "") -> None:
+        findings.append(Finding(section=section, key=key, text=item["text"], source=source,
+                                status=status, where=where, detail=detail))  # type: ignore[arg-type]
+
     for section in SOURCED_SECTIONS:
-        predicate = getattr(tree, _PREDICATES[section])
         for key, item in sorted(fixture.get(section, {}).items()):
+            if section == "log_formats":
+                def predicate(text: str, relative: str, part: bool = bool(item.get("part"))) -> bool:
+                    return tree.log_format_in(text, relative, part=part)
+            else:
+                predicate = getattr(tree, _PREDICATES[section])
             status, where = tree.locate(predicate, item["text"], item["source"])
-            findings.append(Finding(section, key, item["text"], item["source"], status,  # type: ignore[arg-type]
-                                    where if status == "moved" else ""))
+            add(section, key, item, status, item["source"], where if status == "moved" else "")
     declared = tree.declared_envs()
     for key, item in sorted(fixture.get("env", {}).items()):
-        status = "found" if item["text"] in declared else "missing"
-        findings.append(Finding("env", key, item["text"], "sglang/srt/environ.py", status,  # type: ignore[arg-type]
-                                detail="" if status == "found" else "not declared in class Envs"))
+        found = item["text"] in declared
+        add("env", key, item, "found" if found else "missing", "sglang/srt/environ.py",
+            detail="" if found else "not declared in class Envs")
     if server_arg_fields is not None:
         fields = set(server_arg_fields)
         for key, item in sorted(fixture.get("server_args", {}).items()):
-            status = "found" if item["text"] in fields else "missing"
-            findings.append(Finding("server_args", key, item["text"], "ServerArgs", status,  # type: ignore[arg-type]
-                                    detail="" if status == "found" else "no ServerArgs field (CLI dest) of that name"))
+            found = item["text"] in fields
+            add("server_args", key, item, "found" if found else "missing", "ServerArgs",
+                detail="" if found else "no ServerArgs field (CLI dest) of that name")
     if hook_target_errors is not None:
         for key, item in sorted(fixture.get("hook_targets", {}).items()):
             error = hook_target_errors.get(item["text"])
-            findings.append(Finding("hook_targets", key, item["text"], "", "missing" if error else "found",
-                                    detail=error or ""))
+            add("hook_targets", key, item, "missing" if error else "found", "", detail=error or "")
     for key, item in sorted(fixture.get("fork_only", {}).items()):
-        # Absent from `absent_from` in stock; in the fork, present in `present_in` (default: the same scope).
-        scope = item["absent_from"] if not fork else item.get("present_in", item["absent_from"])
-        present = (item["text"] in declared) if item["kind"] == "env" else tree.text_in_scope(item["text"], scope)
-        where = "sglang/srt/environ.py" if item["kind"] == "env" and present else (present or "")
-        if fork:
-            status = "fork_only_present" if present else "fork_only_absent"
+        scope = item["absent_from"]
+        if not fork:
+            # Stock must not mention it at all where the fork adds it: any mention makes the claim doubtful.
+            mentioned = (item["text"] in declared) if item["kind"] == "env" else next(
+                (f for f in ([scope] if scope != "sglang" else tree.files()) if item["text"] in tree.text_of(f)), "")
+            where = "sglang/srt/environ.py" if mentioned is True else (mentioned or "")
+            add("fork_only", key, item, "changed" if mentioned else "stock_absent", scope, where,
+                f"stock SGLang already has it (in {where}): the fixture calls it fork-only" if mentioned else "")
+        elif str(item.get("fork_proof", "")).startswith("runtime"):
+            # Source cannot tell where the fork's code carries it; the named runtime check proves it on the engine.
+            add("fork_only", key, item, "runtime_only", scope, detail=f"not provable from source; proven at {item['fork_proof']}")
+        elif item["kind"] == "env":
+            present = item["text"] in declared
+            add("fork_only", key, item, "fork_only_present" if present else "fork_only_absent", "sglang/srt/environ.py",
+                "sglang/srt/environ.py" if present else "")
         else:
-            status = "changed" if present else "stock_absent"
-        findings.append(Finding("fork_only", key, item["text"], scope, status, where,  # type: ignore[arg-type]
-                                detail=f"stock SGLang already has it (in {where}): the fixture calls it fork-only"
-                                if status == "changed" else ""))
+            where = tree.fork_entry_in(item, scope)
+            add("fork_only", key, item, "fork_only_present" if where else "fork_only_absent", scope, where)
     return findings
 
 

@@ -34,10 +34,14 @@ def diff(c, site_packages="", image="", facts=""):
     key = facts or next((k for k, v in lock.engine_images.items() if image and v.tag == image), "sglang-stock")
     if key not in lock.engine_images:
         raise Refusal(f"--facts {key!r} is not in images.lock.yaml engine_images ({', '.join(sorted(lock.engine_images))})")
-    pinned = F.pinned(key)
+    try:
+        pinned = F.pinned(key)
+    except (OSError, ValueError, KeyError) as exc:
+        raise Refusal(f"cannot read the facts images.lock.yaml pins for {key} ({type(exc).__name__}: {exc})") from None
     fork = F.image_needs_fork(key)
     print(f"sglang.diff: reading {'the SGLang in ' + image if image else site_packages} "
-          f"({'fork' if fork else 'stock'} facts of {key}); this imports SGLang and takes a few seconds", flush=True)
+          f"({'fork' if fork else 'stock'} facts of {key}); this imports SGLang and takes about half a minute",
+          flush=True)
     try:
         if image:
             observed = F.observe_in_image(image, fork=fork, fixture=pinned.fixture)

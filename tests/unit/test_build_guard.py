@@ -252,6 +252,9 @@ def test_cli_passes_a_whole_stand_in_fork(stand_in_fork):
     assert set(reported.values()) == {"ok"}
     assert {*FORK_FACTS, HOOKS_CHECK, HUMMING_CHECK, "evidence fixture", "flag manifest", "env manifest"} <= set(reported)
     assert f"proven in {stand_in_fork}" in proc.stdout  # the copy was proven, not the venv's SGLang
+    # What source cannot prove is said, with the runtime check that proves it, never counted as found.
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("[ok] fixture fork_only.fp8_lm_head_weight_scale")]
+    assert "not provable from source" in line and "fp8_lm_head.target_head" in line
 
 
 def test_cli_names_each_altered_log_format_metric_and_field(tmp_path):

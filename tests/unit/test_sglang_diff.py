@@ -71,7 +71,7 @@ sys.exit(subprocess.call([{sys.executable!r}, *tail]))
     env = dict(os.environ, PATH=f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
     proc = _invoke("--image", TAG, env=env)
     argv = json.loads(calls.read_text())
-    assert argv[:6] == ["run", "--rm", "-i", "--network", "none", "--entrypoint"]
+    assert argv[:8] == ["run", "--rm", "-i", "--pull", "never", "--network", "none", "--entrypoint"]
     assert argv[argv.index(TAG) - 1] == "python" and argv[-1] == "--fork"  # the fork image's facts
     # Stock 0.5.23 read as the fork image: exactly the fork-only entries are lost.
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -128,9 +128,36 @@ def test_f_string_keys_find_their_readers():
     assert facts.readers_of("server_args", "no_such_field") == ()
 
 
-def test_a_moved_entry_is_shown_but_loses_nothing():
-    moved = proof.Finding("metrics", "m", "sglang:x", "a.py", "moved", where="b.py")
+def test_a_moved_entry_is_a_loss_until_the_fixture_names_its_new_file():
+    moved = proof.Finding(section="metrics", key="m", text="sglang:x", source="a.py", status="moved", where="b.py")
     result = facts.diff(_facts(), _facts(findings=[moved]))
-    (item,) = result.of("fixture")
-    assert item.change == "moved" and not item.loses_evidence and "found in b.py" in item.detail
-    assert "no check loses its evidence" in facts.render(result)
+    (item,) = [i for i in result.of("fixture") if i.name == "metrics.m"]
+    assert item.change == "moved" and item.loses_evidence and "found in b.py" in item.detail
+
+
+def test_an_entry_the_reader_never_proved_is_a_loss():
+    """An older sparkgate inside an image may not know a section: silence must not read as 'found'."""
+    result = facts.diff(_facts(), _facts(findings=[]))
+    unproven = {i.name for i in result.of("fixture") if i.change == "unproven"}
+    expected = {f"{s}.{k}" for s in conformance.SECTIONS for k in conformance.fixture()[s]}
+    assert unproven == expected and all(i.loses_evidence for i in result.of("fixture"))
+
+
+def test_a_finding_with_an_unknown_status_is_refused_at_the_boundary():
+    bad = {"section": "metrics", "key": "m", "text": "x", "source": "a.py", "status": "ok"}
+    with pytest.raises(facts.ObserveError, match="invalid finding"):
+        facts._facts(conformance.fixture(), {"flags": {}, "env": {}, "findings": [bad], "sglang_version": "x",
+                                             "origin": "img"})
+
+
+@pytest.mark.parametrize("tag", ["--privileged", "-it", "a b", ""])
+def test_an_image_tag_that_is_not_a_reference_is_refused_before_docker_runs(tag):
+    with pytest.raises(facts.ObserveError, match="not an image reference"):
+        facts.observe_in_image(tag, fork=False, fixture={})
+
+
+def test_the_readers_of_fork_only_entries_are_followed_through_fork_constants():
+    readers = {r.module for r in facts.readers_of("fork_only", "fp8_lm_head_log", conformance.fixture())}
+    assert "sparkgate/optimizations/fp8_lm_head.py" in readers
+    calibration = facts.readers_of("strings", "meta_spec_accept_length")
+    assert any("mtp.accept_length" in r.checks for r in calibration)

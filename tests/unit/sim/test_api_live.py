@@ -225,5 +225,8 @@ def test_chat_returns_spec_tokens_details_when_asked(start_profile):
     plain = sim.post("/v1/chat/completions", {**body, "return_spec_tokens_details": False}).json()
     assert "sglext" not in plain
     events = [e for _, e in sim.stream("/v1/chat/completions", body) if e != "[DONE]"]
-    carrying = [e for e in events if "sglext" in e]
-    assert len(carrying) == 1 and carrying[0]["choices"][0]["finish_reason"] is not None
+    carrying = [i for i, e in enumerate(events) if "sglext" in e]
+    # a chunk of its own after the finish event, before the usage chunk (serving_chat.py)
+    assert len(carrying) == 1 and events[carrying[0]]["choices"] == [] and events[carrying[0]]["usage"] is None
+    assert events[carrying[0] - 1]["choices"][0]["finish_reason"] is not None
+    assert events[carrying[0]]["sglext"]["spec_tokens_details"] == details

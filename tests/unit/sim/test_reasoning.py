@@ -118,7 +118,8 @@ def test_streaming_sends_reasoning_deltas_before_content(start_profile):
     text = {k: "".join(c["delta"].get(k) or "" for e in events for c in e["choices"]) for k in ("reasoning_content", "content")}
     assert text == {"reasoning_content": whole["reasoning_content"], "content": whole["content"]}
     finish = [c for e in events for c in e["choices"] if c["finish_reason"]]
-    assert len(finish) == 1 and finish[0]["delta"] == {}  # a finish event of its own, as serving_chat sends
+    # a finish event of its own, as serving_chat sends it (sse_utils.StreamDelta always carries reasoning_content)
+    assert len(finish) == 1 and finish[0]["delta"] == {"reasoning_content": None}
     assert events[-1]["usage"]["reasoning_tokens"] > 0
 
     held = [e for _, e in sim.stream("/v1/chat/completions", {**body, "stream_reasoning": False}) if e != "[DONE]"]
