@@ -70,15 +70,16 @@ def ci_total() -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-lane", action="store_true", help="do not run pytest tests/real")
-    parser.add_argument("--verdicts", type=int, default=3)
+    parser.add_argument("--verdicts", type=int, default=3, choices=range(1, 51), metavar="1..50")
     parser.add_argument("--profile", default="fp8-lm-head")
     args = parser.parse_args()
+    code = 0
     if not args.skip_lane:
         seconds, code = lane_wall_time()
         print(f"real lane: pytest tests/real took {seconds:.0f} s wall (exit {code})")
     ready_to_verdict(args.verdicts, args.profile)
     ci_total()
-    return 0
+    return 1 if code else 0
 
 
 if __name__ == "__main__":

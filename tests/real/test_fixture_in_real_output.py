@@ -72,6 +72,32 @@ SPEC_META_FIELDS = ("meta_spec_accept_length", "meta_spec_accept_rate", "meta_sp
                     "meta_spec_num_correct_drafts", "meta_spec_num_proposed_drafts")
 
 
+# Fixture strings that are values the CPU engine serves (asserted below), and those it cannot, with why.
+SERVED_VALUES = ("spec_algorithm_eagle", "moe_backend_auto", "cuda_graph_mode_eager", "cuda_graph_mode_graph",
+                 "internal_state_avg_spec_accept_length")
+NOT_ON_CPU_STRINGS = {
+    "graph_backend_cuda": "CUDA graph capture lines", "graph_label_cuda": "the CPU decode record says 'cpu graph'",
+    "available_gpu_mem": "a GPU memory figure", "gemm_indexed": "Humming", "gemm_grouped": "Humming",
+    "moe_backend_humming": "Humming (asserted as a requested value in test_gate_verdicts)",
+    "moe_backend_triton": "a backend value of GPU launches", "moe_backend_flashinfer_mxfp4": "FlashInfer MXFP4",
+    "spec_algorithm_nextn": "what a client asks for; the engine serves the resolved EAGLE (asserted)",
+    "internal_state_env_vars": "served only with SGLANG_EXPOSE_OWN_ENV_VARS=1 (asserted in test_gate_verdicts)",
+    "meta_reasoning_tokens": "needs a reasoning parser, which the tiny tokenizers lack",
+    "model_info_reasoning_parser": "needs a reasoning parser", "reasoning_parser_deepseek_r1": "a parser name",
+    "think_start": "reasoning markup", "think_end": "reasoning markup",
+    "chat_enable_thinking": "a request field, not a response field",
+    "plugin_entry_point_group": "packaging metadata, proven by the probe loading (test_engine_starts)",
+    "spec_algorithm_dspark": "DSpark", "internal_state_dspark_info_record": "DSpark",
+}
+
+
+def test_every_string_of_the_fixture_is_classified():
+    asserted = {*SERVER_INFO_FIELDS, *INTERNAL_STATE_FIELDS, *MODEL_INFO_FIELDS, *META_FIELDS, *SPEC_META_FIELDS,
+                *SERVED_VALUES}
+    assert asserted | set(NOT_ON_CPU_STRINGS) == set(C.fixture()["strings"])
+    assert not asserted & set(NOT_ON_CPU_STRINGS)
+
+
 def test_every_log_format_and_metric_of_the_fixture_is_classified():
     fixture = C.fixture()
     classified = [set(EMITTED_LOG_FORMATS), set(EMITTED_LOG_PARTS), set(NOT_ON_CPU_LOG_FORMATS)]
