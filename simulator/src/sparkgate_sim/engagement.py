@@ -27,11 +27,15 @@ DSPARK_DRAFT_CLASS = C.class_name("dspark_draft")
 # The probe's AFTER hooks (sparkgate_probe.hooks.HOOK_TARGETS) and the event each records when it runs.
 HOOK_TARGETS = tuple(C.hook_target(k) for k in ("load_model", "init_lm_head", "dspark_worker_init", "get_internal_state"))
 LM_HEAD_CLASS = C.class_name("lm_head")
+LM_HEAD_SHAPE = [157184, 2560]  # Ling-3.0-flash: vocab x hidden
+# The probe's head record (sparkgate_probe/facts.py describe_lm_head): class, method, dtype, shape, scale.
 BF16_HEAD = {"quant_method": C.class_name("unquantized_embedding_method"), "weight_dtype": C.dtype("bf16"),
-             "has_weight_scale": False}
-# The fork builds the head with Fp8Config (online, dynamic activation scales): an FP8 linear method.
+             "weight_shape": LM_HEAD_SHAPE, "has_weight_scale": False, "weight_scale_attr": None}
+# The fork builds the head with Fp8Config (online, dynamic activation scales): an FP8 linear method whose
+# module carries the per-channel scale.
 FP8_HEAD = {"quant_method": C.class_name("fp8_linear_method"), "weight_dtype": C.dtype("fp8_e4m3fn"),
-            "has_weight_scale": True}
+            "weight_shape": LM_HEAD_SHAPE, "has_weight_scale": True,
+            "weight_scale_attr": C.fork_only("fp8_lm_head_weight_scale")}
 
 
 def _moe_key(method: str, backend: str) -> str:
@@ -115,7 +119,7 @@ def decide(
 
 
 def _head_record(fields: Mapping[str, Any]) -> dict[str, Any]:
-    return {"module_class": LM_HEAD_CLASS, **fields}
+    return {"module_class": LM_HEAD_CLASS, **{k: list(v) if isinstance(v, list) else v for k, v in fields.items()}}
 
 
 def hooks_called(engaged: Engaged) -> list[str]:
@@ -138,7 +142,7 @@ def probe_report(engaged: Engaged) -> dict[str, Any]:
         },
         "draft": None,
         "lm_head_sharing": None,
-        "hooks_registered": sorted(HOOK_TARGETS),
+        "hooks_registered": list(HOOK_TARGETS),  # registration order (sparkgate_probe/plugin.py register)
         "hooks_attached": dict.fromkeys(HOOK_TARGETS, True),
         "hooks_called": hooks_called(engaged),
         "errors": [],

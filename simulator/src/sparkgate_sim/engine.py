@@ -27,12 +27,14 @@ from sparkgate_sim.knobs import Knobs
 from sparkgate_sim.lifecycle import READY, STARTING, NotReady, Restarted
 from sparkgate_sim.logs import EngineLog
 from sparkgate_sim.metrics import EngineMetrics
-from sparkgate_sim.resolve import MAX_TOTAL_NUM_TOKENS, requested, resolve
+from sparkgate_sim.resolve import requested, resolve, token_capacity
 from sparkgate_sim.scheduler_lines import prefill_line
-from sparkgate_sim.startup import run_startup
+from sparkgate_sim.startup import humming_line, run_startup
 
 EXPOSE_OWN_ENV_VARS = C.env("expose_own_env_vars")
 GRAPH_LABEL = C.string_("graph_label_cuda")
+# internal_state.py _DECODE_GRAPH_PHASES: the graph phases a PD router attributes to decode.
+DECODE_GRAPH_PHASES = ("decode", "target_verify", "draft_decode", "draft_extend")
 
 
 @dataclass
@@ -57,6 +59,57 @@ class Chunk:
     finished: bool
     meta_info: dict[str, Any]
     text: str
+
+
+class RequestClock:
+    """A request's timestamps as SGLang's ReqTimeStats reports them (observability/req_time_stats.py): wall-clock
+    seconds since the epoch at receipt, plus the request's simulated queue, prefill and decode durations, so
+    that differences between them are simulated seconds like every other duration the engine reports."""
+
+    def __init__(self, received_wall: float, queued_sim: float, ttft_sim: float):
+        self.received = received_wall
+        self.queued = queued_sim
+        self.first_token_latency = queued_sim + ttft_sim
+        self.e2e: float | None = None
+
+    def scheduler_meta(self) -> dict[str, float]:
+        """SchedulerReqTimeStats.convert_to_output_meta_info: no HiCache storage waits, forward entry after the
+        queue, prefill finished at the first token."""
+        entry = self.received + self.queued
+        return {
+            "storage_prefetch_wait": 0.0,
+            "storage_staging_wait": 0.0,
+            "forward_entry_time": entry,
+            "prefill_finished_time": self.received + self.first_token_latency,
+            "queue_time": self.queued,
+        }
+
+    def finished(self, e2e_sim: float) -> None:
+        self.e2e = e2e_sim
+
+    def first_sent_ts(self) -> float:
+        return self.received + self.first_token_latency
+
+    def final_sent_ts(self) -> float:
+        assert self.e2e is not None
+        return self.received + self.e2e
+
+    def final_meta(self, completion_tokens: int, sent_early: bool) -> dict[str, float]:
+        """ReqTimeStats.convert_to_output_meta_info of the finished request; decode_throughput only with a decode
+        phase (get_decode_throughput is None for one token)."""
+        assert self.e2e is not None
+        meta = {
+            "request_received_ts": self.received,
+            "first_token_latency": self.first_token_latency,
+            "api_server_dispatch_finish_ts": self.received,
+        }
+        if sent_early:
+            meta["response_sent_to_client_ts"] = self.first_sent_ts()
+        meta["request_finished_ts"] = self.received + self.e2e
+        decode = self.e2e - self.first_token_latency
+        if completion_tokens > 1 and decode > 0:
+            meta["decode_throughput"] = (completion_tokens - 1) / decode
+        return meta
 
 
 @dataclass
@@ -86,6 +139,7 @@ class Engine:
         self.served_model_name = self.resolved["served_model_name"]
         self.decode_log_interval = max(1, int(self.resolved["decode_log_interval"]))
         self.num_draft_tokens = int(self.resolved["speculative_num_draft_tokens"] or 1)
+        self.token_capacity = token_capacity(self.resolved)  # max_total_num_tokens
         self.launched_at = time.time()
         self.route_counts: TallyCounter[str] = TallyCounter()
         # Requests that came through a proxy (X-Forwarded-For): how the deploy tests prove that nothing
@@ -118,6 +172,7 @@ class Engine:
                                           verify_num_draft_tokens=self.num_draft_tokens)
         self.last_gen_throughput = 0.0
         self.ready_at: float | None = None
+        self.humming_line_pending = False  # --skip-server-warmup without graphs: the first request's forward logs it
 
     def start(self) -> None:
         with self._lock:
@@ -223,19 +278,27 @@ class Engine:
     def internal_state(self) -> dict[str, Any]:
         with self._lock:
             state = dict(self.resolved)
+            graph = self._graph_memory()
             state.update(
                 world_size=1,
-                startup_time=self.startup_time,
+                # the scheduler's own startup_time (observability/startup_time.py build_scheduler_startup_time):
+                # /server_info's top-level copy adds the tokenizer's tokenizer_e2e
+                startup_time={k: v for k, v in self.startup_time.items() if k != "tokenizer_e2e"},
                 effective_max_running_requests_per_dp=self.resolved["max_running_requests"],
                 last_gen_throughput=self.last_gen_throughput,
+                # scheduler_components/memory_usage.py build_memory_usage: GB rounded to 3 places
                 memory_usage={
-                    "weight": round(self.weight_mem_gb, 2),
+                    "weight": round(self.weight_mem_gb, 3),
                     "kvcache": 24.0,
                     "startup_available": 119.52,
-                    "token_capacity": MAX_TOTAL_NUM_TOKENS,
+                    "token_capacity": self.token_capacity,
                     "token_capacity_swa": None,
-                    "graph": self._graph_memory(),
+                    "graph": graph,
                 },
+                # internal_state.py _add_disaggregation: the captured decode batch sizes and their graph memory
+                decode_cuda_graph_bs=list(self.resolved["cuda_graph_config"]["decode"]["bs"])
+                if self.engaged is not None and self.engaged.cuda_graph else [],
+                decode_cuda_graph_memory_gb=round(sum(graph[p] for p in DECODE_GRAPH_PHASES), 3),
             )
         accept = self.avg_spec_accept_length()
         if accept is not None:
@@ -275,9 +338,9 @@ class Engine:
                 raise NotReady()
             epoch = self.epoch
             self.queued += 1
-        return self._queued(req, epoch, time.monotonic())
+        return self._queued(req, epoch, time.monotonic(), time.time())
 
-    def _queued(self, req: GenRequest, epoch: int, received: float) -> Iterator[Chunk]:
+    def _queued(self, req: GenRequest, epoch: int, received: float, received_wall: float) -> Iterator[Chunk]:
         """Wait for the single batch slot, then run to completion, one Chunk per scheduler step."""
         with self._batch:
             with self._lock:
@@ -286,12 +349,12 @@ class Engine:
                     raise Restarted()
                 self.running = 1
             try:
-                yield from self._run(req, epoch, received)
+                yield from self._run(req, epoch, received, received_wall)
             finally:
                 with self._lock:
                     self.running = 0
 
-    def _run(self, req: GenRequest, epoch: int, received: float) -> Iterator[Chunk]:
+    def _run(self, req: GenRequest, epoch: int, received: float, received_wall: float) -> Iterator[Chunk]:
         engaged, speed = self.engaged, self.speed
         assert engaged is not None and speed is not None
         spec = engaged.draft_loaded
@@ -311,6 +374,10 @@ class Engine:
         phase = (seed % 997) / 997.0  # where in the 2-2-3 pattern this request starts
         self.log.scheduler(prefill_line(req.prompt_tokens, self.queued, self._usage(req.prompt_tokens)))
         with self._lock:
+            humming_first_forward, self.humming_line_pending = self.humming_line_pending, False
+        if humming_first_forward:
+            self.log.scheduler(humming_line(self))
+        with self._lock:
             self.dspark_records.note_non_decode_step()
         ttft = timing.ttft_s(req.prompt_tokens)
         start = time.monotonic()
@@ -322,6 +389,9 @@ class Engine:
         new = list(words)  # the tokens the latest chunk adds
         itl_samples: list[tuple[float, int]] = []
         verify_ct = correct = 0
+        histogram: list[int] = []  # verify steps by number of correct drafts (Req.update_spec_correct_drafts_histogram)
+        clock = RequestClock(received_wall, queued_sim, ttft)
+        sent_early = False  # a streamed chunk went out before the final one
         stop_hit: str | None = None
         step = 0
         while True:
@@ -330,7 +400,12 @@ class Engine:
             finished = len(words) >= limit or stop_hit is not None
             if finished:
                 break
-            yield Chunk(words, ids, new, False, self._meta(req, words, None), text)
+            meta = self._meta(req, words, None, clock)
+            if step == 0 and req.stream:
+                # tokenizer_manager._wait_one_response: the first streamed chunk records when it was sent.
+                meta["response_sent_to_client_ts"] = clock.first_sent_ts()
+                sent_early = True
+            yield Chunk(words, ids, new, False, meta, text)
             if step == 0:
                 # Anchor the decode schedule where the first token was handed over: a slow first write
                 # (a loaded machine) must not be made up for by shorter decode steps.
@@ -349,6 +424,8 @@ class Engine:
             if spec:
                 verify_ct += 1
                 correct += k - 1
+                histogram.extend([0] * (k - len(histogram)))
+                histogram[k - 1] += 1
             self._after_decode_step(k, dt, spec, engaged, req.prompt_tokens + len(words))
             step += 1
         if stop_hit is None and req.max_new_tokens is None:
@@ -358,17 +435,28 @@ class Engine:
             text = text[: text.index(stop_hit)]
         else:
             finish = {"type": "length", "length": len(words)}
-        meta = self._meta(req, words, finish)
         e2e = queued_sim + sim_elapsed
+        clock.finished(e2e)
+        meta = self._meta(req, words, finish, clock)
         meta[C.string_("meta_e2e_latency")] = e2e
         if spec and verify_ct > 0:
             # Only on the final chunk, only with speculation (tokenizer_manager._calculate_spec_decoding_metrics).
             proposed = verify_ct * (self.num_draft_tokens - 1)
-            meta[C.string_("meta_spec_accept_rate")] = correct / proposed if proposed else 0.0
-            meta[C.string_("meta_spec_accept_length")] = len(words) / verify_ct
-            meta[C.string_("meta_spec_num_correct_drafts")] = correct
-            meta[C.string_("meta_spec_num_proposed_drafts")] = proposed
-            meta[C.string_("meta_spec_verify_ct")] = verify_ct
+            if proposed:
+                meta[C.string_("meta_spec_accept_rate")] = correct / proposed
+                meta[C.string_("meta_spec_accept_length")] = len(words) / verify_ct
+                meta[C.string_("meta_spec_num_correct_drafts")] = correct
+                meta[C.string_("meta_spec_num_proposed_drafts")] = proposed
+                meta[C.string_("meta_spec_verify_ct")] = verify_ct
+            meta["spec_correct_drafts_histogram"] = histogram
+        if self.resolved["enable_metrics"]:
+            # tokenizer_manager._handle_batch_output: ReqTimeStats.convert_to_output_meta_info on the final chunk
+            # (observability/req_time_stats.py), with the send time of an earlier streamed chunk.
+            meta.update(clock.final_meta(len(words), sent_early=sent_early))
+        if not sent_early:
+            # tokenizer_manager._wait_one_response: the finished response records its send time, unless a streamed
+            # chunk already did.
+            meta["response_sent_to_client_ts"] = clock.final_sent_ts()
         self._finish(req, len(words), verify_ct, queued_sim + ttft, itl_samples, e2e)
         yield Chunk(words, ids, new, True, meta, text)
 
@@ -383,23 +471,36 @@ class Engine:
                 return
             time.sleep(min(remaining, 0.05))
 
-    @staticmethod
-    def _usage(tokens: int) -> float:
-        return tokens / MAX_TOTAL_NUM_TOKENS
+    def _usage(self, tokens: int) -> float:
+        return tokens / self.token_capacity
 
-    def _meta(self, req: GenRequest, tokens: list[str], finish: dict | None) -> dict[str, Any]:
-        """The meta_info keys SGLang always sends (tokenizer_manager.py), in its order."""
+    def _meta(self, req: GenRequest, tokens: list[str], finish: dict | None, clock: RequestClock) -> dict[str, Any]:
+        """The meta_info keys of every chunk (tokenizer_manager._handle_batch_output), in SGLang's order."""
         reasoning_tokens = reasoning.reasoning_token_count(tokens) if req.require_reasoning else 0
-        return {
+        version = self.resolved["weight_version"]
+        meta: dict[str, Any] = {
             "id": req.rid,
             C.string_("meta_finish_reason"): finish,
             C.string_("meta_prompt_tokens"): req.prompt_tokens,
-            C.string_("meta_weight_version"): self.resolved["weight_version"],
+            C.string_("meta_weight_version"): version,
             "num_retractions": 0,
+        }
+        if self.resolved["enable_metrics"]:
+            # With --enable-metrics every chunk carries the scheduler's SchedulerReqTimeStats
+            # (observability/req_time_stats.py convert_to_output_meta_info).
+            meta.update(clock.scheduler_meta())
+        meta.update({
             C.string_("meta_reasoning_tokens"): reasoning_tokens,
             C.string_("meta_completion_tokens"): len(tokens),
             "cached_tokens": 0,
-        }
+        })
+        if finish is not None:
+            # The finished request's weight-version spans (utils/weight_versions.py add_weight_versions_to_meta_info).
+            meta["weight_versions"] = [{"version": version, "start": 0, "end": len(tokens)}]
+        # No prefix-cache hit: get_cached_tokens_details returns None (scheduler_components/output_streamer.py);
+        # dp_rank is None without data-parallel attention, and sent on every chunk.
+        meta.update(cached_tokens_details=None, dp_rank=None)
+        return meta
 
     def _after_decode_step(self, k: int, dt: float, spec: bool, engaged: Engaged, seq_len: int) -> None:
         with self._lock:
@@ -454,9 +555,9 @@ class Engine:
                 m.spec_accept_length.set(labels, accept_len)
                 m.spec_accept_rate.set(labels, accept_rate)
                 m.spec_block_accept_length.set(labels, block_accept_len)
-                if spec:
-                    m.spec_num_steps.set(labels, self.resolved["speculative_num_steps"])
-                    m.spec_num_draft_tokens.set(labels, self.num_draft_tokens)
+                # metrics_reporter.py: 0 unless a speculative worker reports its steps and draft tokens
+                m.spec_num_steps.set(labels, self.resolved["speculative_num_steps"] if spec else 0)
+                m.spec_num_draft_tokens.set(labels, self.num_draft_tokens if spec else 0)
         self.window = DecodeWindow()
 
     def _finish(

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from sparkgate_sim import admin_routes, faults, openai_api, textgen
 from sparkgate_sim.engine import Engine, GenRequest
 from sparkgate_sim.lifecycle import NotReady, Restarted
-from sparkgate_sim.resolve import MAX_TOTAL_NUM_TOKENS, MODEL_ARCH, MODEL_TYPE
+from sparkgate_sim.resolve import MODEL_ARCH, MODEL_TYPE, context_len
 
 SGLANG_VERSION = "0.5.23"
 # SGLang leaves these open even with --api-key (k8s probes, Prometheus scrapes): prefix match.
@@ -206,8 +206,9 @@ class SimHandler(BaseHTTPRequestHandler):
         info["launch_command"] = engine.args.launch_command
         info.update(
             status="ready",
-            max_total_num_tokens=MAX_TOTAL_NUM_TOKENS,
-            max_req_input_len=int(engine.resolved["context_length"]) - 1,
+            max_total_num_tokens=engine.token_capacity,
+            # managers/tp_worker.py: min(context_len - 1, kv capacity - 1) - 5
+            max_req_input_len=min(context_len(engine.resolved), engine.token_capacity) - 1 - 5,
             kv_events=None,
             startup_time=engine.startup_time,
             internal_states=[engine.internal_state()],
@@ -269,7 +270,7 @@ class SimHandler(BaseHTTPRequestHandler):
     def _card(self) -> dict[str, Any]:
         name = self.engine.served_model_name
         return {"id": name, "object": "model", "created": int(self.engine.launched_at), "owned_by": "sglang",
-                "root": name, "parent": None, "max_model_len": self.engine.resolved["context_length"]}
+                "root": name, "parent": None, "max_model_len": context_len(self.engine.resolved)}
 
     def completions(self) -> None:
         self._openai("completion", openai_api.completion_request)
@@ -301,13 +302,14 @@ class SimHandler(BaseHTTPRequestHandler):
                 sse.event(shaper.first_chat_delta())
             final = None
             for chunk in chunks:
-                events = shaper.deltas(chunk)
-                sglext = openai_api.spec_tokens_details(body, chunk.meta_info)
-                if sglext and events:  # only the final chunk carries the speculative fields
-                    events[-1]["sglext"] = sglext
-                for event in events:
+                for event in shaper.deltas(chunk):
                     sse.event(event)
                 final = chunk
+            # Only the final chunk carries the speculative fields; SGLang sends them in a chunk of their own
+            # after the finish event, then the usage chunk (serving_chat.py, serving_completions.py).
+            sglext = None if final is None else openai_api.spec_tokens_details(body, final.meta_info)
+            if sglext:
+                sse.event(shaper.sglext_chunk(sglext))
             if final is not None and openai_api.include_usage(body):
                 sse.event(shaper.usage_chunk(final.meta_info))
             sse.done()

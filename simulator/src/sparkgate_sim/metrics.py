@@ -114,11 +114,15 @@ class Registry:
         return metric
 
     def render(self) -> str:
+        """Only families with a sample: SGLang serves /metrics through prometheus_client's multiprocess
+        collector (PROMETHEUS_MULTIPROC_DIR, observability/metrics_collector.py), which lists a metric only
+        once a process wrote a value for it (no HELP/TYPE for a labelled family without children)."""
         with self.lock:
             lines: list[str] = []
             for metric in self._metrics:
-                lines.extend(metric.header())
-                lines.extend(metric.render())
+                if metric.samples:
+                    lines.extend(metric.header())
+                    lines.extend(metric.render())
         return "\n".join(lines) + "\n"
 
 

@@ -95,18 +95,40 @@ def usage(meta: dict) -> dict[str, Any]:
     }
 
 
-SPEC_DETAIL_KEYS = tuple(C.string_(f"meta_{key}") for key in (
-    "spec_accept_rate", "spec_accept_length", "spec_num_correct_drafts", "spec_num_proposed_drafts", "spec_verify_ct",
-))
+# SpecTokensDetails (sglang/srt/entrypoints/openai/protocol.py): every field, with its default.
+SPEC_DETAIL_DEFAULTS: dict[str, Any] = {
+    C.string_("meta_spec_accept_rate"): 0.0,
+    C.string_("meta_spec_accept_length"): 0.0,
+    "spec_cap_length": 0.0,
+    "spec_block_accept_length": 0.0,
+    C.string_("meta_spec_num_correct_drafts"): 0,
+    C.string_("meta_spec_num_proposed_drafts"): 0,
+    C.string_("meta_spec_verify_ct"): 0,
+    "spec_correct_drafts_histogram": [],
+    "spec_cap_lens_histogram": [],
+}
 
 
 def spec_tokens_details(body: dict, meta: dict) -> dict[str, Any] | None:
-    """SGLang's `sglext.spec_tokens_details` (request `return_spec_tokens_details: true`): the same
-    per-request speculative fields /generate puts in meta_info, present only when speculation ran."""
-    if not body.get("return_spec_tokens_details"):
+    """SGLang's `sglext` with `spec_tokens_details` (request `return_spec_tokens_details: true`), built as
+    entrypoints/openai/utils.py spec_tokens_details_from_meta_info builds it: None unless the final meta_info
+    has a speculative field, otherwise every SpecTokensDetails field (`meta.get(key) or default`; pydantic
+    makes the float fields floats)."""
+    if not body.get("return_spec_tokens_details") or not any(key in meta for key in SPEC_DETAIL_DEFAULTS):
         return None
-    details = {key: meta[key] for key in SPEC_DETAIL_KEYS if key in meta}
-    return {"spec_tokens_details": details} if details else None
+    details = {}
+    for key, default in SPEC_DETAIL_DEFAULTS.items():
+        value = meta.get(key) or default
+        details[key] = float(value) if isinstance(default, float) else value
+    return {"spec_tokens_details": details}
+
+
+def weight_version_metadata(meta: dict) -> dict[str, Any]:
+    """The OpenAI responses' `metadata` (utils/weight_versions.py build_endpoint_weight_version_metadata)."""
+    metadata = {"weight_version": meta[C.string_("meta_weight_version")]}
+    if "weight_versions" in meta:
+        metadata["weight_versions"] = meta["weight_versions"]
+    return metadata
 
 
 class Shaper:
@@ -138,19 +160,16 @@ class Shaper:
                 content, thought = split.content, split.reasoning or None
             else:
                 content, thought = chunk.text.lstrip(), None
-            message = {"role": "assistant", "content": content, "reasoning_content": thought, "tool_calls": None}
+            # ChatMessage drops tool_calls when None (entrypoints/openai/protocol.py).
+            message = {"role": "assistant", "content": content, "reasoning_content": thought}
             choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": reason, "matched_stop": matched}
             body = self._base("chat.completion")
-        body.update(choices=[choice], usage=usage(chunk.meta_info))
+        body.update(choices=[choice], usage=usage(chunk.meta_info), metadata=weight_version_metadata(chunk.meta_info))
         return body
 
     def first_chat_delta(self) -> dict[str, Any]:
-        body = self._base("chat.completion.chunk")
-        body.update(
-            choices=[{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}],
-            usage=None,
-        )
-        return body
+        # serving_chat sends the role first: build_sse_content(role="assistant", content="").
+        return self._chat_event({"role": "assistant", "content": ""})
 
     def _piece(self, chunk: Chunk) -> str:
         """The text added since the last delta (cumulative text minus what was already sent)."""
@@ -161,9 +180,13 @@ class Shaper:
         return piece
 
     def _chat_event(self, delta: dict[str, Any], reason: str | None = None, matched: Any = None) -> dict[str, Any]:
+        """One chunk as entrypoints/openai/sse_utils.py build_sse_content encodes it: the delta always carries
+        reasoning_content (null or text) and role/content only when set; the choice carries all its fields;
+        the chunk has no usage key (StreamChunk omits a None usage)."""
         body = self._base("chat.completion.chunk")
+        delta = {"reasoning_content": None, **{k: v for k, v in delta.items() if v is not None}}
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason, "matched_stop": matched}
-        body.update(choices=[choice], usage=None)
+        body.update(choices=[choice])
         return body
 
     def deltas(self, chunk: Chunk) -> list[dict[str, Any]]:
@@ -195,5 +218,16 @@ class Shaper:
 
     def usage_chunk(self, meta: dict) -> dict[str, Any]:
         body = self._base("text_completion" if self.kind == "completion" else "chat.completion.chunk")
-        body.update(choices=[], usage=usage(meta))
+        counts = usage(meta)
+        if self.kind == "completion":
+            # serving_completions dumps its usage chunk with exclude_none=True: no null details.
+            counts = {key: value for key, value in counts.items() if value is not None}
+        body.update(choices=[], usage=counts)
+        return body
+
+    def sglext_chunk(self, sglext: dict[str, Any]) -> dict[str, Any]:
+        """The separate chunk that carries `sglext` after the finish event (serving_chat / serving_completions:
+        a ChatCompletionStreamResponse / CompletionStreamResponse with no choices and a null usage)."""
+        body = self._base("text_completion" if self.kind == "completion" else "chat.completion.chunk")
+        body.update(choices=[], usage=None, sglext=sglext)
         return body

@@ -63,6 +63,8 @@ _DEFAULTS: dict[str, Any] = {
     "host": "127.0.0.1",
     "port": 30000,
     "api_key": None,
+    "admin_api_key": None,
+    "ssl_keyfile_password": None,
     "dtype": "auto",
     "trust_remote_code": False,
     "load_format": "auto",
@@ -162,8 +164,8 @@ def resolve_logged(args: EngineArgs, *, draft_config_readable: bool = True) -> t
         out["moe_runner_backend"] = AUTO_MOE_BACKEND
     if out["attention_backend"] is None:
         out["attention_backend"] = "triton"  # "Attention backend not specified. Use triton backend by default."
-    if out["context_length"] is None:
-        out["context_length"] = DEFAULT_CONTEXT_LEN
+    # context_length stays as given (None when unset): the model's length is derived later, from its config
+    # (ModelConfig.context_len); see context_len().
     if algorithm == DSPARK:
         out["speculative_algorithm"] = DSPARK  # not aliased (speculative_hook.py)
         logged += _resolve_dspark(out, draft_config_readable)
@@ -181,7 +183,6 @@ def resolve_logged(args: EngineArgs, *, draft_config_readable: bool = True) -> t
         out["speculative_num_steps"] = steps
         out["speculative_eagle_topk"] = topk
         out["speculative_num_draft_tokens"] = tokens if tokens is not None else steps + 1
-        out["speculative_moe_runner_backend"] = out["speculative_moe_runner_backend"] or out["moe_runner_backend"]
         out["speculative_draft_model_quantization"] = (
             out["speculative_draft_model_quantization"] or out["quantization"]
         )
@@ -189,19 +190,60 @@ def resolve_logged(args: EngineArgs, *, draft_config_readable: bool = True) -> t
             out["max_running_requests"] = 48
     if out["max_running_requests"] is None:
         out["max_running_requests"] = DEFAULT_MAX_RUNNING_REQUESTS
+    # arg_groups/overrides.py _speculative_moe_runner_default, a post-process that runs with or without
+    # speculation: the draft's MoE runner defaults to the target's.
+    out["speculative_moe_runner_backend"] = out["speculative_moe_runner_backend"] or out["moe_runner_backend"]
     if out["enable_linear_replayssm_spec"]:
         logged += _resolve_replayssm_spec(out)
     decode_backend = "disabled" if out["disable_cuda_graph"] else out.get("cuda_graph_backend_decode", "full")
     decode_bs = _bs_list(out.get("cuda_graph_bs_decode"))
+    prefill_max_bs = int(out.get("cuda_graph_max_bs_prefill") or out["chunked_prefill_size"])
     out["cuda_graph_config"] = {
-        "decode": {
-            "backend": decode_backend,
-            "max_bs": int(out.get("cuda_graph_max_bs_decode") or max(decode_bs)),
-            "bs": decode_bs if decode_backend != "disabled" else [],
-        },
-        "prefill": {"backend": "disabled" if out["disable_cuda_graph"] else out.get("cuda_graph_backend_prefill", "disabled")},
+        "decode": _phase_config(
+            decode_backend, int(out.get("cuda_graph_max_bs_decode") or max(decode_bs)),
+            decode_bs if decode_backend != "disabled" else [],
+        ),
+        "prefill": _phase_config(
+            "disabled" if out["disable_cuda_graph"] else out.get("cuda_graph_backend_prefill", "disabled"),
+            prefill_max_bs, prefill_graph_sizes(prefill_max_bs),
+        ),
     }
     return out, logged
+
+
+def _phase_config(backend: str, max_bs: int, bs: list[int]) -> dict[str, Any]:
+    """One phase of `cuda_graph_config` with every PhaseConfig field (model_executor/cuda_graph_config.py)."""
+    return {"backend": backend, "max_bs": max_bs, "bs": bs, "tc_compiler": "eager", "max_context_size": None,
+            "full_prefill_max_req": None, "full_prefill_prefix_chunk_tokens": None, "max_seq_len": None}
+
+
+def prefill_graph_sizes(max_bs: int) -> list[int]:
+    """arg_groups/cuda_graph_hook.py generate_prefill_cuda_graph_batch_sizes: the captured token counts."""
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
+             + list(range(576, 1025, 64)) + list(range(1280, 4097, 256)) + list(range(4608, max_bs + 1, 512)))
+    return [size for size in sizes if size <= max_bs]
+
+
+def token_capacity(resolved: dict[str, Any]) -> int:
+    """The KV pool's tokens (max_total_num_tokens): the profiled capacity, capped by --max-total-tokens
+    (mem_cache/kv_cache_configurator.py _apply_token_constraints)."""
+    given = resolved.get("max_total_tokens")
+    return MAX_TOTAL_NUM_TOKENS if given is None else min(MAX_TOTAL_NUM_TOKENS, int(given))
+
+
+def token_capacity_warning(resolved: dict[str, Any]) -> str | None:
+    """What _apply_token_constraints warns when --max-total-tokens exceeds the profiled capacity."""
+    given = resolved.get("max_total_tokens")
+    if given is None or int(given) <= MAX_TOTAL_NUM_TOKENS:
+        return None
+    return (f"max_total_tokens={given} is larger than the profiled value {MAX_TOTAL_NUM_TOKENS}. "
+            "Use the profiled value instead.")
+
+
+def context_len(resolved: dict[str, Any]) -> int:
+    """The model's context length: --context-length when given, else the checkpoint's (ModelConfig.context_len)."""
+    given = resolved.get("context_length")
+    return int(given) if given is not None else DEFAULT_CONTEXT_LEN
 
 
 def _resolve_dspark(out: dict[str, Any], draft_config_readable: bool) -> list[str]:

@@ -28,7 +28,14 @@ from sparkgate.sglang import conformance as C
 from sparkgate_sim import faults, sglang_env
 from sparkgate_sim.engagement import DRAFT_MODEL_CLASS, DSPARK_DRAFT_CLASS
 from sparkgate_sim.lifecycle import Restarted
-from sparkgate_sim.resolve import MAX_TOTAL_NUM_TOKENS, MODEL_ARCH, missing_config_error, resolve_logged, ring_error
+from sparkgate_sim.resolve import (
+    MODEL_ARCH,
+    context_len,
+    missing_config_error,
+    resolve_logged,
+    ring_error,
+    token_capacity_warning,
+)
 from sparkgate_sim.scheduler_lines import prefill_line
 
 if TYPE_CHECKING:
@@ -48,6 +55,8 @@ DSPARK_MARKOV_HEAD = C.class_name("dspark_markov_vanilla")
 DSPARK_LOW_MEMORY_GB = 0.74
 SGL = "/sgl-workspace/sglang/python/sglang/srt"
 KV_POOL_GB = 24.0
+# model_executor/graph_memory_usage.py GRAPH_MEMORY_USAGE_KEYS: the phases startup_time and memory_usage report.
+GRAPH_PHASES = ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend")
 GRAPH_GB = {"target": 0.62, "draft_decode": 0.18, "draft_extend": 0.21, "decode": 0.55}
 CHECKPOINT_QUANT = "quant=fp8, fmt=e4m3, "  # the checkpoint's quantization_config, not the runtime method
 GEMM_TYPE_ENV = C.env("humming_moe_gemm_type")
@@ -74,7 +83,7 @@ def _server_args_line(engine: Engine) -> str:
     return C.log_line("server_args", args=repr(dict(engine.resolved)))
 
 
-def _humming_line(engine: Engine) -> str:
+def humming_line(engine: Engine) -> str:
     grouped = engine.env.get(GEMM_TYPE_ENV, "").lower() == C.string_("gemm_grouped")
     return C.log_line("humming_gemm", gemm_type=GEMM_GROUPED_CONTIGUOUS if grouped else GEMM_INDEXED)
 
@@ -164,6 +173,9 @@ def _run(engine: Engine, epoch: int) -> None:
         # A larger static pool (e.g. --mem-fraction-static too high) leaves the drafter too little memory.
         kv_gb = mem.avail - GRAPH_GB["target"] - DSPARK_LOW_MEMORY_GB
     _, after = mem.take(kv_gb)
+    warning = token_capacity_warning(engine.resolved)
+    if warning is not None:
+        log.scheduler(warning)
     log.scheduler(C.log_line("memory_pool_end", avail=after))
     startup["kv_cache_allocation"] = elapsed_since(tic)
 
@@ -174,22 +186,22 @@ def _run(engine: Engine, epoch: int) -> None:
         cfg = engine.resolved["cuda_graph_config"]["decode"]
         backend, bs = cfg["backend"], cfg["bs"] or [1]
         if engaged.draft_loaded:
-            name, tokens_per_req, graph_gb = "target verify", engine.num_draft_tokens, GRAPH_GB["target"]
+            name, tokens_per_req, graph_gb, phase = "target verify", engine.num_draft_tokens, GRAPH_GB["target"], "target_verify"
         else:
-            name, tokens_per_req, graph_gb = "target decode", 1, GRAPH_GB["decode"]
+            name, tokens_per_req, graph_gb, phase = "target decode", 1, GRAPH_GB["decode"], "decode"
         tic = time.monotonic()
         log.scheduler(C.log_line("capture_begin", name=name, graph=CUDA_GRAPH, backend=backend, tokens=tokens_per_req,
                                  avail=mem.avail))
         if engaged.humming:
             engine.sleep_sim(phases["capture_target"] * 0.1, epoch)
-            log.scheduler(_humming_line(engine))
+            log.scheduler(humming_line(engine))
             humming_logged = True
             engine.sleep_sim(phases["capture_target"] * 0.9, epoch)
         else:
             engine.sleep_sim(phases["capture_target"], epoch)
         _, after = mem.take(graph_gb)
-        graph_times["target"] = elapsed_since(tic)
-        log.scheduler(C.log_line("capture_end", name=name, graph=CUDA_GRAPH, bs=bs, elapsed=graph_times["target"],
+        graph_times[phase] = elapsed_since(tic)
+        log.scheduler(C.log_line("capture_end", name=name, graph=CUDA_GRAPH, bs=bs, elapsed=graph_times[phase],
                                  usage=graph_gb, avail=after))
         if dspark:
             _dspark_draft_graph(engine, epoch, mem, phases, graph_times, backend, bs)
@@ -204,14 +216,16 @@ def _run(engine: Engine, epoch: int) -> None:
                 graph_times[f"draft_{kind}"] = elapsed_since(tic)
                 log.scheduler(C.log_line(f"capture_draft_{kind}_end", elapsed=graph_times[f"draft_{kind}"], usage=gb,
                                          avail=after))
-    startup["cuda_graph"] = graph_times
     resolved = engine.resolved
     log.scheduler(C.log_line(
-        "scheduler_sizes", max_total_num_tokens=MAX_TOTAL_NUM_TOKENS, chunked_prefill_size=resolved["chunked_prefill_size"],
+        "scheduler_sizes", max_total_num_tokens=engine.token_capacity, chunked_prefill_size=resolved["chunked_prefill_size"],
         max_prefill_tokens=resolved["max_prefill_tokens"], max_running_requests=resolved["max_running_requests"],
-        context_len=resolved["context_length"], mem_label=C.string_("available_gpu_mem"), avail=mem.avail,
+        context_len=context_len(resolved), mem_label=C.string_("available_gpu_mem"), avail=mem.avail,
     ))
+    # observability/startup_time.py build_scheduler_startup_time: capture times by phase over every phase of
+    # model_executor/graph_memory_usage.py (0.0 for a phase not captured).
     startup["scheduler_e2e"] = elapsed_since(tic_total)
+    startup["cuda_graph"] = {**dict.fromkeys(GRAPH_PHASES, 0.0), **graph_times}
 
     # -- HTTP server up, warmup request, ready
     host, port = engine.resolved["host"], engine.resolved["port"]
@@ -219,14 +233,19 @@ def _run(engine: Engine, epoch: int) -> None:
     log.raw("INFO:     Waiting for application startup.")
     log.raw("INFO:     Application startup complete.")
     log.raw(f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
-    log.scheduler(prefill_line(8, 0, 0.0))
-    if engaged.humming and not humming_logged:
-        engine.sleep_sim(phases["warmup"] * 0.3, epoch)
-        log.scheduler(_humming_line(engine))
-        engine.sleep_sim(phases["warmup"] * 0.7, epoch)
+    if engine.resolved.get("skip_server_warmup"):
+        # entrypoints/http_server.py _wait_and_warmup: no warmup request, straight to ready; an eager Humming
+        # engine then runs its first MoE forward with the first request (engine.py logs the line there).
+        engine.humming_line_pending = engaged.humming and not humming_logged
     else:
-        engine.sleep_sim(phases["warmup"], epoch)
-    log.raw(f'INFO:     127.0.0.1:{40000 + epoch} - "POST /generate HTTP/1.1" 200 OK')
+        log.scheduler(prefill_line(8, 0, 0.0))
+        if engaged.humming and not humming_logged:
+            engine.sleep_sim(phases["warmup"] * 0.3, epoch)
+            log.scheduler(humming_line(engine))
+            engine.sleep_sim(phases["warmup"] * 0.7, epoch)
+        else:
+            engine.sleep_sim(phases["warmup"], epoch)
+        log.raw(f'INFO:     127.0.0.1:{40000 + epoch} - "POST /generate HTTP/1.1" 200 OK')
     startup["tokenizer_e2e"] = elapsed_since(tic_total)
     if not engine.is_current(epoch):
         return
@@ -238,7 +257,8 @@ def _run(engine: Engine, epoch: int) -> None:
             m.num_running_reqs.set(m.scheduler_labels, 0)
             m.num_queue_reqs.set(m.scheduler_labels, 0)
             for phase in ("load_weight", "kv_cache_allocation", "scheduler_e2e", "tokenizer_e2e"):
-                m.startup_time.set({**m.scheduler_labels, "phase": phase}, startup[phase])
+                # the tokenizer-side collector emits it (metrics_collector.py emit_startup_time): no rank labels
+                m.startup_time.set({**m.tokenizer_labels, "phase": phase}, startup[phase])
     engine.weight_mem_gb = weight_gb
     # Logged just before /health turns 200, so a client that saw 200 also finds the line.
     log.info(C.log_format("ready"))
