@@ -55,12 +55,22 @@ def standalone_launch(dense_launch) -> Launch:
     return dataclasses.replace(dense_launch, extra_args=standalone_args(dense_launch.model_path), cpu_amx=True)
 
 
+def product_engine_env() -> dict[str, str]:
+    """The SGLang variables a rendered all-three bundle gives the engine (sparkgate/launch.py), minus the plugin list
+    (the lane chooses plugins) and Humming's cache paths: with them the env checks judge what stock SGLang lists."""
+    from sparkgate import profiles
+
+    env = profiles.load("all-three").plan.env_map()
+    return {k: v for k, v in env.items() if k.startswith("SGLANG_") and k != "SGLANG_PLUGINS"}
+
+
 @pytest.fixture(scope="session")
 def bailing_launch(tiny_bailing_v2_path) -> Launch:
-    """The tiny BailingMoeV2 (dummy weights) without speculation: the reference for NEXTN outputs."""
+    """The tiny BailingMoeV2 (dummy weights) without speculation, with the product's engine env: the reference for
+    NEXTN outputs."""
     return Launch(
         model_path=tiny_bailing_v2_path, served_model_name=TINY_BAILING_NAME, max_running_requests=1,
-        extra_args=DUMMY_WEIGHTS_ARGS,
+        extra_args=DUMMY_WEIGHTS_ARGS, env=product_engine_env(),
     )
 
 
@@ -105,3 +115,21 @@ def pytest_terminal_summary(terminalreporter):
             f"{name}: ready {startup}, first /health {health}, stop {stop}, cpu_amx={engine.launch.cpu_amx}, "
             f"extra args: {flags}"
         )
+
+
+# One server at a time, and a start costs ~30 s: modules run in the order that lets each begin with the launch
+# the previous one ended with (lifecycle needs an empty slot; engine_starts ends with NEXTN; the differential runs
+# NEXTN then dense; the verdicts begin with the dense reference). Within a module, order is the file's.
+MODULE_ORDER = ("test_engine_lifecycle", "test_engine_starts", "test_differential", "test_fixture_in_real_output",
+                "test_gate_verdicts")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item) -> int:
+        module = item.module.__name__.rpartition(".")[2] if item.module else ""
+        if "tests/real/" not in str(item.path):
+            return -1  # other lanes keep their place, before this one
+        return MODULE_ORDER.index(module) if module in MODULE_ORDER else len(MODULE_ORDER)
+
+    items.sort(key=rank)
+

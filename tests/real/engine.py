@@ -457,7 +457,9 @@ class EngineSlot:
             if known == launch:
                 return recorded
         self.get(launch)
-        return self._observations[-1][1]
+        recorded = [seen for known, seen in self._observations if known == launch]
+        assert recorded, f"{launch} runs but its outputs were never recorded"
+        return recorded[0]
 
     def get(self, launch: Launch) -> RealEngine:
         if self.current is not None and self.current.launch == launch and self.current.running:

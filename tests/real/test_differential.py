@@ -68,28 +68,27 @@ def _failures(problems: list[str]) -> str:
 def sides(real_engines, dense_launch, nextn_launch, tmp_path_factory) -> dict[str, tuple[D.Side, D.Side, str]]:
     """Per launch: what the real engine answered, what the simulator answered, the simulator's stderr."""
     recorded = {}
-    try:
-        for name, launch in (("dense", dense_launch), ("nextn", nextn_launch)):
-            engine = real_engines.get(launch)
-            real_seen = real_engines.observation(launch)  # recorded when the launch first started
-            real_extra = D.extra_requests(engine)
-            real = D.Side(real_seen, real_extra, engine.server_info(),
-                          logs.EngineLog(f"file {engine.log_path}", engine.log_text()),
-                          D.Exposition.parse(engine.metrics_text()))
-            sim = D.SimEngine.like(engine, tmp_path_factory.mktemp(f"sim-{name}")).start()
-            try:
-                sim_seen = observe(sim)
-                sim_extra = D.extra_requests(sim)
-                simulated = D.Side(sim_seen, sim_extra, sim.server_info(),
-                                   logs.EngineLog(f"file {sim.log_path}", sim.log_text()),
-                                   D.Exposition.parse(sim.metrics_text()))
-                stderr = sim.stderr()
-            finally:
-                sim.stop()
-            recorded[name] = (real, simulated, stderr)
-        yield recorded
-    finally:
-        real_engines.stop()  # one server at a time: the next module starts from an empty slot
+    # NEXTN first: the module before this one (conftest.py orders them) ends with the NEXTN launch running, and
+    # the one after starts with dense.
+    for name, launch in (("nextn", nextn_launch), ("dense", dense_launch)):
+        engine = real_engines.get(launch)
+        real_seen = real_engines.observation(launch)  # recorded when the launch first started
+        real_extra = D.extra_requests(engine)
+        real = D.Side(real_seen, real_extra, engine.server_info(),
+                      logs.EngineLog(f"file {engine.log_path}", engine.log_text()),
+                      D.Exposition.parse(engine.metrics_text()))
+        sim = D.SimEngine.like(engine, tmp_path_factory.mktemp(f"sim-{name}")).start()
+        try:
+            sim_seen = observe(sim)
+            sim_extra = D.extra_requests(sim)
+            simulated = D.Side(sim_seen, sim_extra, sim.server_info(),
+                               logs.EngineLog(f"file {sim.log_path}", sim.log_text()),
+                               D.Exposition.parse(sim.metrics_text()))
+            stderr = sim.stderr()
+        finally:
+            sim.stop()
+        recorded[name] = (real, simulated, stderr)
+    return recorded
 
 
 # -- the comparison itself (no engine) ------------------------------------------------------------------
