@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +27,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.plugins.simproc import Response, free_port  # one reply shape and port picker for both engines
 
 HOST = "127.0.0.1"
 STAND_INS = Path(__file__).resolve().parent / "stand_ins"
@@ -123,22 +124,6 @@ class Launch:
         if self.max_running_requests is not None:
             argv += ["--max-running-requests", str(self.max_running_requests)]
         return argv + list(self.extra_args)
-
-
-@dataclass
-class Response:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self):
-        return json.loads(self.body)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
 
 
 def _clean_environ() -> dict[str, str]:

@@ -62,6 +62,15 @@ def _append(root: Path, relative: str, addition: str) -> None:
     path.write_text(text + addition, encoding="utf-8")
 
 
+def add_humming_distribution(site: Path, version: str = HUMMING_PIN) -> None:
+    """A humming-kernels distribution whose module must never be imported (the build has no GPU)."""
+    (site / "humming").mkdir()
+    (site / "humming" / "__init__.py").write_text("raise ImportError('needs libcuda: the guard must not import me')\n")
+    dist = site / f"humming_kernels-{version}.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: humming-kernels\nVersion: {version}\n")
+
+
 def make_copy(root: Path, *, fork_parts: frozenset[str] = frozenset(), altered: bool = False,
               humming_version: str = HUMMING_PIN) -> Path:
     """Build a copy under `root` and return it (the directory to put on PYTHONPATH)."""
@@ -83,11 +92,7 @@ def make_copy(root: Path, *, fork_parts: frozenset[str] = frozenset(), altered: 
             BailingMoeForCausalLMNextN.set_lm_head_from_target = _fork_set_lm_head_from_target
         '''))
     if "humming" in fork_parts:
-        (root / "humming").mkdir()
-        (root / "humming" / "__init__.py").write_text("raise ImportError('needs libcuda: the guard must not import me')\n")
-        dist = root / f"humming_kernels-{humming_version}.dist-info"
-        dist.mkdir()
-        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: humming-kernels\nVersion: {humming_version}\n")
+        add_humming_distribution(root, humming_version)
     if altered:
         for relative, (old, new) in ALTERATIONS.items():
             _rewrite(root, relative, old, new)

@@ -90,11 +90,7 @@ def _fork_tree(root: Path, parts: set[str], humming_version: str = HUMMING_PIN) 
     site = root / "site"
     site.mkdir()
     if "humming" in parts:
-        (site / "humming").mkdir()
-        (site / "humming" / "__init__.py").write_text("raise ImportError('needs libcuda: the guard must not import me')\n")
-        dist = site / f"humming_kernels-{humming_version}.dist-info"
-        dist.mkdir()
-        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: humming-kernels\nVersion: {humming_version}\n")
+        sglang_copies.add_humming_distribution(site, humming_version)
     (root / "shim.py").write_text(SHIM, encoding="utf-8")
     (root / "sitecustomize.py").write_text(SHIM + f"\napply({str(root)!r}, {sorted(parts)!r})\n", encoding="utf-8")
     return root
