@@ -40,3 +40,19 @@ def pytest_sessionfinish(session, exitstatus):
     if skipped and exitstatus == 0 and os.environ.get("SPARKGATE_ALLOW_SKIPS") != "1":
         reporter.write_line(f"sparkgate: {skipped} test(s) skipped; skips are failures here", red=True)
         session.exitstatus = 1
+
+
+# `invoke test` runs the suite on pytest-xdist workers (--dist loadgroup). A lane whose session fixtures hold one
+# shared thing stays on one worker, in its own order: the real-SGLang lane (one server slot, tests grouped by
+# launch) and the fleet lab (one set of SSH hosts). Everything else is spread over the workers test by test.
+ONE_WORKER_LANES = {"real": "tests/real/", "fleet": "tests/fleet/"}
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        path = item.path.as_posix()
+        for group, prefix in ONE_WORKER_LANES.items():
+            if f"/{prefix}" in path:
+                item.add_marker(pytest.mark.xdist_group(group))

@@ -115,21 +115,47 @@ def pytest_terminal_summary(terminalreporter):
             f"{name}: ready {startup}, first /health {health}, stop {stop}, cpu_amx={engine.launch.cpu_amx}, "
             f"extra args: {flags}"
         )
+    launches = [engine.launch for engine in engine_mod.STARTED]
+    repeated = {str(launch.served_model_name): launches.count(launch) for launch in launches if launches.count(launch) > 1}
+    if repeated:  # the ordering below failed to keep a launch's tests together (each start costs 30-60 s)
+        terminalreporter.write_line(f"started more than once: {repeated}; see LAUNCH_BLOCKS in tests/real/conftest.py")
 
 
-# One server at a time, and a start costs ~30 s: modules run in the order that lets each begin with the launch
-# the previous one ended with (lifecycle needs an empty slot; engine_starts ends with NEXTN; the differential runs
-# NEXTN then dense; the verdicts begin with the dense reference). Within a module, order is the file's.
+# One server at a time, and a start costs 30-60 s: the lane's tests are ordered by the launch they need, so each
+# launch starts once. A test belongs to the last block among the launches its fixtures start (the earlier ones
+# are cached, session-scoped, by then); within a block the order is the modules', then the file's. The lifecycle
+# tests start their own servers and need the slot empty, so tests that need no launch come first.
+LAUNCH_BLOCKS = ("dense", "dense variations", "standalone", "bailing", "humming", "nextn")
+FIXTURE_BLOCK = {
+    "dense_engine": "dense", "dense_reference": "dense", "sides_dense": "dense",
+    "dense_verdicts": "dense variations",
+    "standalone_engine": "standalone",
+    "bailing_engine": "bailing", "bailing_reference": "bailing", "nextn_off_verdicts": "bailing",
+    "humming_verdicts": "humming",
+    "nextn_engine": "nextn", "sides_nextn": "nextn", "nextn_on_verdicts": "nextn", "outputs": "nextn",
+}
+# test_differential's parametrized tests name their launch by parameter (its `side` fixture looks it up).
+PARAM_BLOCK = {"dense": "dense", "nextn": "nextn"}
 MODULE_ORDER = ("test_engine_lifecycle", "test_engine_starts", "test_differential", "test_fixture_in_real_output",
                 "test_gate_verdicts")
 
 
+def launch_block(item) -> int:
+    """1 + the index in LAUNCH_BLOCKS of the last launch `item` needs; 0 for a test that needs none."""
+    blocks = {FIXTURE_BLOCK[name] for name in getattr(item, "fixturenames", ()) if name in FIXTURE_BLOCK}
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if params.get("launch") in PARAM_BLOCK:
+        blocks.add(PARAM_BLOCK[params["launch"]])
+    return 1 + max((LAUNCH_BLOCKS.index(block) for block in blocks), default=-1)
+
+
 def pytest_collection_modifyitems(config, items):
-    def rank(item) -> int:
-        module = item.module.__name__.rpartition(".")[2] if item.module else ""
+    def rank(indexed) -> tuple[int, int, int, int]:
+        index, item = indexed
         if "tests/real/" not in str(item.path):
-            return -1  # other lanes keep their place, before this one
-        return MODULE_ORDER.index(module) if module in MODULE_ORDER else len(MODULE_ORDER)
+            return (0, 0, 0, index)  # other lanes keep their place, before this one
+        module = item.module.__name__.rpartition(".")[2] if item.module else ""
+        module_rank = MODULE_ORDER.index(module) if module in MODULE_ORDER else len(MODULE_ORDER)
+        return (1, launch_block(item), module_rank, index)
 
-    items.sort(key=rank)
-
+    items[:] = [item for _, item in sorted(enumerate(items), key=rank)]

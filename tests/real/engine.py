@@ -42,7 +42,9 @@ START_TIMEOUT_S = 180.0
 # The first MoE forward compiles C++ (torch inductor, the torch.compile'd biased_grouped_topk_impl of
 # sglang/srt/layers/moe/topk.py): 3 s with a warm inductor cache, ~25 s cold.
 REQUEST_TIMEOUT_S = 120.0
-STOP_GRACE_S = 15.0  # SGLang's graceful shutdown (drain, then kill its children) took 4-9 s here
+# SGLang's graceful shutdown (drain, then kill its children) took 4-12 s here. No test of this lane is about a
+# graceful stop and every start is fresh (own port, own run dir), so after a short grace the tree is killed.
+STOP_GRACE_S = 1.0
 ORPHAN_GRACE_S = 3.0  # leader gone, children still up: stop waiting and signal them directly
 PROGRESS_EVERY_S = 15.0
 
@@ -310,8 +312,8 @@ class RealEngine:
         return f"SGLang server {what}\nargv: {self.argv}\nlog: {self.log_path}\n--- log tail ---\n{tail}"
 
     def stop(self) -> None:
-        """SIGTERM the server (SGLang's own shutdown stops its children), then TERM and finally KILL the
-        process group and every descendant still alive. Idempotent; leftover_pids says what survived."""
+        """SIGTERM the server, then KILL the process group and every descendant still alive. Idempotent;
+        leftover_pids says what survived."""
         global _ACTIVE
         proc = self.proc
         if proc is not None:
@@ -321,7 +323,7 @@ class RealEngine:
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     proc.send_signal(signal.SIGTERM)
-            for sig, grace in ((None, STOP_GRACE_S), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            for sig, grace in ((None, STOP_GRACE_S), (signal.SIGKILL, 10.0)):
                 if sig is not None:
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.killpg(pgid, sig)

@@ -35,6 +35,7 @@ from sparkgate.evidence.verify import verified_config_keys
 from sparkgate.sglang import conformance as C
 from sparkgate.sglang.parser import parse_argv
 from tests.real import differential as D
+from tests.real.engine import Launch
 from tests.real.observe import observe
 
 pytestmark = pytest.mark.real
@@ -64,31 +65,43 @@ def _failures(problems: list[str]) -> str:
     return f"{len(problems)} difference(s) of the simulator from the real SGLang 0.5.23:\n" + "\n".join(problems)
 
 
-@pytest.fixture(scope="module")
-def sides(real_engines, dense_launch, nextn_launch, tmp_path_factory) -> dict[str, tuple[D.Side, D.Side, str]]:
-    """Per launch: what the real engine answered, what the simulator answered, the simulator's stderr."""
-    recorded = {}
-    # NEXTN first: the module before this one (conftest.py orders them) ends with the NEXTN launch running, and
-    # the one after starts with dense.
-    for name, launch in (("nextn", nextn_launch), ("dense", dense_launch)):
-        engine = real_engines.get(launch)
-        real_seen = real_engines.observation(launch)  # recorded when the launch first started
-        real_extra = D.extra_requests(engine)
-        real = D.Side(real_seen, real_extra, engine.server_info(),
-                      logs.EngineLog(f"file {engine.log_path}", engine.log_text()),
-                      D.Exposition.parse(engine.metrics_text()))
-        sim = D.SimEngine.like(engine, tmp_path_factory.mktemp(f"sim-{name}")).start()
-        try:
-            sim_seen = observe(sim)
-            sim_extra = D.extra_requests(sim)
-            simulated = D.Side(sim_seen, sim_extra, sim.server_info(),
-                               logs.EngineLog(f"file {sim.log_path}", sim.log_text()),
-                               D.Exposition.parse(sim.metrics_text()))
-            stderr = sim.stderr()
-        finally:
-            sim.stop()
-        recorded[name] = (real, simulated, stderr)
-    return recorded
+def _sides(real_engines, launch: Launch, sim_dir) -> tuple[D.Side, D.Side, str]:
+    """What the real engine answered, what the simulator started like it answered, the simulator's stderr."""
+    engine = real_engines.get(launch)
+    real_seen = real_engines.observation(launch)  # recorded when the launch first started
+    real_extra = D.extra_requests(engine)
+    real = D.Side(real_seen, real_extra, engine.server_info(),
+                  logs.EngineLog(f"file {engine.log_path}", engine.log_text()),
+                  D.Exposition.parse(engine.metrics_text()))
+    sim = D.SimEngine.like(engine, sim_dir).start()
+    try:
+        sim_seen = observe(sim)
+        sim_extra = D.extra_requests(sim)
+        simulated = D.Side(sim_seen, sim_extra, sim.server_info(),
+                           logs.EngineLog(f"file {sim.log_path}", sim.log_text()),
+                           D.Exposition.parse(sim.metrics_text()))
+        stderr = sim.stderr()
+    finally:
+        sim.stop()
+    return real, simulated, stderr
+
+
+# Session-scoped and one per launch: the lane runs tests grouped by launch (conftest.py), so this module's
+# tests of the dense launch and of the NEXTN launch run in different blocks.
+@pytest.fixture(scope="session")
+def sides_dense(real_engines, dense_launch, tmp_path_factory):
+    return _sides(real_engines, dense_launch, tmp_path_factory.mktemp("sim-dense"))
+
+
+@pytest.fixture(scope="session")
+def sides_nextn(real_engines, nextn_launch, tmp_path_factory):
+    return _sides(real_engines, nextn_launch, tmp_path_factory.mktemp("sim-nextn"))
+
+
+@pytest.fixture
+def side(request, launch) -> tuple[D.Side, D.Side, str]:
+    """The parametrized launch's (real, simulator, simulator stderr)."""
+    return request.getfixturevalue(f"sides_{launch}")
 
 
 # -- the comparison itself (no engine) ------------------------------------------------------------------
@@ -125,10 +138,10 @@ def test_compare_names_the_endpoint_the_path_and_both_types():
 # -- argv -----------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("launch", LAUNCHES)
-def test_the_simulator_takes_the_real_argv(sides, launch):
+def test_the_simulator_takes_the_real_argv(side, launch):
     """It started on the real engine's argv, warned about nothing, and echoes every flag given as the real
     engine does (host and port are its own)."""
-    real, sim, stderr = sides[launch]
+    real, sim, stderr = side
     assert stderr == "", f"simulator stderr: {stderr}"
     argv = real.seen.argv[real.seen.argv.index("sglang.launch_server") + 1 :]
     given = {o.spec.dest for o in parse_argv(argv) if o.spec is not None} - {"host", "port"}
@@ -147,8 +160,8 @@ def _only(info: dict, *keys: str) -> dict:
 
 
 @pytest.mark.parametrize("launch", LAUNCHES)
-def test_server_info(sides, launch):
-    real, sim, _ = sides[launch]
+def test_server_info(side, launch):
+    real, sim, _ = side
     problems = D.compare("GET /server_info", _without(real.server_info, INTERNAL_STATES),
                          _without(sim.server_info, INTERNAL_STATES), selected=SERVER_INFO_READ)
     real_states, sim_states = real.server_info[INTERNAL_STATES], sim.server_info[INTERNAL_STATES]
@@ -158,10 +171,10 @@ def test_server_info(sides, launch):
 
 
 @pytest.mark.parametrize("launch", LAUNCHES)
-def test_server_info_internal_state(sides, launch):
+def test_server_info_internal_state(side, launch):
     """internal_states[0]: the server args read, the fields it adds to them (memory_usage, startup_time,
     last_gen_throughput, avg_spec_accept_length, ...), and every field the simulator sends."""
-    real, sim, _ = sides[launch]
+    real, sim, _ = side
     where = f"GET /server_info {INTERNAL_STATES}[0]"
     real_state, sim_state = real.server_info[INTERNAL_STATES][0], sim.server_info[INTERNAL_STATES][0]
     added = set(real_state) - set(real.server_info)
@@ -178,9 +191,9 @@ def test_server_info_internal_state(sides, launch):
 
 
 @pytest.mark.parametrize("launch", LAUNCHES)
-def test_probe_report(sides, launch):
+def test_probe_report(side, launch):
     """The probe report the simulator fakes has the real probe's shape, recursively."""
-    real, sim, _ = sides[launch]
+    real, sim, _ = side
     real_report = real.server_info[INTERNAL_STATES][0].get(ENGAGEMENT)
     assert isinstance(real_report, dict), "the real engine has no probe report: is the probe installed?"
     problems = D.compare(f"GET /server_info {INTERNAL_STATES}[0].{ENGAGEMENT}", real_report,
@@ -189,8 +202,8 @@ def test_probe_report(sides, launch):
 
 
 @pytest.mark.parametrize("launch", LAUNCHES)
-def test_model_info(sides, launch):
-    real, sim, _ = sides[launch]
+def test_model_info(side, launch):
+    real, sim, _ = side
     problems = D.compare("GET /model_info", real.seen.model_info, sim.seen.model_info, selected=MODEL_INFO_READ)
     assert not problems, _failures(problems)
 
@@ -198,8 +211,8 @@ def test_model_info(sides, launch):
 # -- /generate ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("launch", LAUNCHES)
-def test_generate(sides, launch):
-    real, sim, _ = sides[launch]
+def test_generate(side, launch):
+    real, sim, _ = side
     assert len(sim.seen.generate) == len(real.seen.generate)
     problems = []
     for index, (want, got) in enumerate(zip(real.seen.generate, sim.seen.generate, strict=True)):
@@ -208,8 +221,8 @@ def test_generate(sides, launch):
 
 
 @pytest.mark.parametrize("launch", LAUNCHES)
-def test_generate_streamed(sides, launch):
-    real, sim, _ = sides[launch]
+def test_generate_streamed(side, launch):
+    real, sim, _ = side
     problems = D.compare_streams("POST /generate stream", real.seen.generate_stream, sim.seen.generate_stream,
                                  D.generate_event_kind)
     assert not problems, _failures(problems)
@@ -218,8 +231,8 @@ def test_generate_streamed(sides, launch):
 # -- OpenAI ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("launch", LAUNCHES)
-def test_chat_completions(sides, launch):
-    real, sim, _ = sides[launch]
+def test_chat_completions(side, launch):
+    real, sim, _ = side
     problems = D.compare("POST /v1/chat/completions", real.seen.chat, sim.seen.chat)
     problems += D.compare("POST /v1/chat/completions (return_spec_tokens_details)", real.extra["chat_spec"],
                           sim.extra["chat_spec"])
@@ -227,8 +240,8 @@ def test_chat_completions(sides, launch):
 
 
 @pytest.mark.parametrize("launch", LAUNCHES)
-def test_chat_completions_streamed(sides, launch):
-    real, sim, _ = sides[launch]
+def test_chat_completions_streamed(side, launch):
+    real, sim, _ = side
     problems = D.compare_streams("POST /v1/chat/completions stream (include_usage)", real.seen.chat_stream,
                                  sim.seen.chat_stream, D.openai_event_kind)
     problems += D.compare_streams("POST /v1/chat/completions stream (include_usage, return_spec_tokens_details)",
@@ -237,8 +250,8 @@ def test_chat_completions_streamed(sides, launch):
 
 
 @pytest.mark.parametrize("launch", LAUNCHES)
-def test_completions(sides, launch):
-    real, sim, _ = sides[launch]
+def test_completions(side, launch):
+    real, sim, _ = side
     problems = []
     for name in ("completions", "completions_spec"):
         problems += D.compare(f"POST /v1/completions ({name})", real.extra[name], sim.extra[name])
@@ -251,25 +264,25 @@ def test_completions(sides, launch):
 # -- /metrics and the log -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("launch", LAUNCHES)
-def test_metrics(sides, launch):
-    real, sim, _ = sides[launch]
+def test_metrics(side, launch):
+    real, sim, _ = side
     problems = D.compare_metrics("GET /metrics", real.metrics, sim.metrics, METRIC_FAMILIES)
     assert not problems, _failures(problems)
 
 
 @pytest.mark.parametrize("launch", LAUNCHES)
-def test_log(sides, launch):
-    real, sim, _ = sides[launch]
+def test_log(side, launch):
+    real, sim, _ = side
     problems = D.compare_logs(real.log, sim.log)
     assert not problems, _failures(problems)
 
 
 # -- the comparison covers what it is for ---------------------------------------------------------------
 
-def test_the_speculative_fields_are_compared(sides):
+def test_the_speculative_fields_are_compared(sides_nextn, sides_dense):
     """NEXTN's real answers hold the speculative fields, so the tests above compared them (and the dense
     launch's lack them in both)."""
-    real, sim, _ = sides["nextn"]
+    real, sim, _ = sides_nextn
     final_meta = real.seen.generate[0]["meta_info"]
     for key in ("meta_spec_verify_ct", "meta_spec_accept_length", "meta_spec_accept_rate",
                 "meta_spec_num_correct_drafts", "meta_spec_num_proposed_drafts"):
@@ -281,7 +294,7 @@ def test_the_speculative_fields_are_compared(sides):
     assert any("sglext" in event for event in real.extra["chat_spec_stream"])
     assert real.metrics.label_names.get(C.metric("spec_verify_calls"))
     assert real.server_info[C.server_arg("speculative_algorithm")] == C.string_("spec_algorithm_eagle")
-    dense_real, dense_sim, _ = sides["dense"]
+    dense_real, dense_sim, _ = sides_dense
     for side in (dense_real, dense_sim):
         assert C.string_("meta_spec_verify_ct") not in side.seen.generate[0]["meta_info"]
         assert "sglext" not in side.extra["chat_spec"]

@@ -1,6 +1,6 @@
 """The real SGLang 0.5.23 server starts on this CPU machine and answers with real evidence.
 
-Four launch variations, each started once (tests are grouped by variation, see conftest.py): the
+Four launch variations, each started once (the lane's tests run grouped by launch, see conftest.py): the
 dense tiny llama; the same llama drafting for itself (STANDALONE speculation); the tiny BailingMoeV2
 without speculation; the same model with NEXTN speculation. Both speculative launches run through the
 test CPU platform plugin and the stand-in kernels, and must reproduce their reference's greedy tokens.
@@ -34,7 +34,7 @@ def samples(metrics_text: str, name: str) -> list[tuple[dict[str, str], float]]:
 
 # -- dense tiny llama (torch_native attention) ---------------------------------------------------------
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def dense_reference(real_engines, dense_launch) -> dict[str, list[int]]:
     """Greedy output ids of the dense launch, per prompt (the reference for STANDALONE)."""
     engine = real_engines.get(dense_launch)
@@ -130,7 +130,7 @@ def test_standalone_greedy_equals_non_speculative(dense_reference, standalone_en
 
 # -- tiny BailingMoeV2, no speculation (torch_native): the reference ------------------------------------
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def bailing_reference(real_engines, bailing_launch) -> dict[str, list[int]]:
     """Greedy output ids of the non-speculative launch, per prompt."""
     engine = real_engines.get(bailing_launch)

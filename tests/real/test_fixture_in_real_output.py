@@ -107,7 +107,7 @@ def test_every_log_format_and_metric_of_the_fixture_is_classified():
     assert set(EMITTED_METRICS) | set(NOT_ON_CPU_METRICS) == set(fixture["metrics"])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def outputs(real_engines, dense_launch, nextn_launch) -> dict[str, dict]:
     """What each launch really printed and served (recorded when it first started: tests/real/observe.py)."""
     collected = {}

@@ -1,8 +1,8 @@
 """The gate against the real SGLang 0.5.23: each check a CPU engine can exercise reports what the engine is.
 
 One real engine per launch variation, each judged by the product's own `verify` with a shipped profile's
-expectations (tests/real/gate.py). A variation differs from its reference in one launch setting and must flip
-exactly the checks that read that setting, showing the real observed value; checks that need a GPU refuse the
+expectations (tests/real/gate.py). A variation differs from its reference in launch settings that disjoint checks
+read and must flip exactly those checks, each showing the real observed value; checks that need a GPU refuse the
 CPU engine by name, with what it really runs. And the three silent failures sparkgate exists for, live: Humming
 asked for and Triton running, the fork's FP8 variable ignored by stock SGLang, and the all-three profile (FP8 head +
 NEXTN) against stock NEXTN is refused by the module-sharing check with `module_shared: false` observed.
@@ -46,10 +46,15 @@ def exact_flips(reference: Verdict, variation: Verdict) -> dict[str, tuple[bool,
     return {name: flip for name, flip in gate.flipped(reference, variation).items() if name not in TIMING}
 
 
-# --- the dense tiny llama: one setting at a time ---------------------------------------------------------
+# --- the dense tiny llama: launch settings read by disjoint checks ---------------------------------------
+
+# Each variation changes settings that no two checks read alike, so it must flip exactly the union of their
+# checks, each showing its own setting's value (two variations instead of six launches: each start is 30-60 s).
+SERVED_ELSEWHERE = "batch 8, fp32 lm head, another served name, metrics off"
+UNPROBED_ELSEWHERE = "probe absent, another model path"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def dense_verdicts(real_engines, dense_launch, tmp_path_factory) -> dict[str, Verdict]:
     """variation -> verdict; the reference is batch 1 with the probe and metrics on."""
     reference = dataclasses.replace(dense_launch, max_running_requests=1)
@@ -57,12 +62,9 @@ def dense_verdicts(real_engines, dense_launch, tmp_path_factory) -> dict[str, Ve
     alias.symlink_to(dense_launch.model_path, target_is_directory=True)  # same weights, another model path
     variations = {
         "reference": reference,
-        "batch 8": dataclasses.replace(reference, max_running_requests=8),
-        "fp32 lm head": dataclasses.replace(reference, extra_args=("--enable-fp32-lm-head",)),
-        "probe absent": dataclasses.replace(reference, probe=False),
-        "metrics off": dataclasses.replace(reference, metrics=False),
-        "another served name": dataclasses.replace(reference, served_model_name="not-the-expected-model"),
-        "another model path": dataclasses.replace(reference, model_path=alias),
+        SERVED_ELSEWHERE: dataclasses.replace(reference, max_running_requests=8, extra_args=("--enable-fp32-lm-head",),
+                                              served_model_name="not-the-expected-model", metrics=False),
+        UNPROBED_ELSEWHERE: dataclasses.replace(reference, probe=False, model_path=alias),
     }
     expected = identity(reference, "LlamaForCausalLM")
     return {name: judged(real_engines.get(launch), DENSE_PROFILE, expected) for name, launch in variations.items()}
@@ -76,23 +78,29 @@ def test_the_reference_passes_every_configuration_and_probe_check(dense_verdicts
     assert checks["engine.batch1"].observed == 1 and checks["fp8_lm_head.config_echo"].observed is False
 
 
-@pytest.mark.parametrize(("variation", "check", "observed"), [
-    ("batch 8", "engine.batch1", 8),
-    ("fp32 lm head", "fp8_lm_head.config_echo", True),
-    ("probe absent", "engine.probe_report", "absent"),
+@pytest.mark.parametrize(("variation", "flipped"), [
+    (SERVED_ELSEWHERE, {"engine.batch1", "fp8_lm_head.config_echo", "engine.identity"}),  # metrics off: none
+    (UNPROBED_ELSEWHERE, {"engine.probe_report", "engine.identity"}),
 ])
-def test_one_launch_setting_flips_exactly_its_check(dense_verdicts, variation, check, observed):
+def test_launch_settings_flip_exactly_their_checks(dense_verdicts, variation, flipped):
     flips = exact_flips(dense_verdicts["reference"], dense_verdicts[variation])
-    assert flips == {check: (True, False)}, flips
+    assert flips == {check: (True, False) for check in flipped}, flips
+
+
+@pytest.mark.parametrize(("variation", "check", "observed"), [
+    (SERVED_ELSEWHERE, "engine.batch1", 8),
+    (SERVED_ELSEWHERE, "fp8_lm_head.config_echo", True),
+    (UNPROBED_ELSEWHERE, "engine.probe_report", "absent"),
+])
+def test_each_flipped_check_shows_its_settings_value(dense_verdicts, variation, check, observed):
     assert gate.by_name(dense_verdicts[variation])[check].observed == observed
 
 
 @pytest.mark.parametrize(("variation", "field", "value"), [
-    ("another served name", "served_model_name", "not-the-expected-model"),
-    ("another model path", "model_path", "tiny-llama-elsewhere"),
+    (SERVED_ELSEWHERE, "served_model_name", "not-the-expected-model"),
+    (UNPROBED_ELSEWHERE, "model_path", "tiny-llama-elsewhere"),
 ])
 def test_the_wrong_model_is_refused_by_identity_with_what_it_serves(dense_verdicts, variation, field, value):
-    assert exact_flips(dense_verdicts["reference"], dense_verdicts[variation]) == {"engine.identity": (True, False)}
     observed = gate.by_name(dense_verdicts[variation])["engine.identity"].observed
     assert str(observed[field]).endswith(value) and observed["version"] == sglang.__version__
 
@@ -100,38 +108,53 @@ def test_the_wrong_model_is_refused_by_identity_with_what_it_serves(dense_verdic
 def test_metrics_off_changes_what_the_metrics_check_saw_not_the_outcome(dense_verdicts):
     """On CPU the CUDA-graph pass counter fails either way; with metrics on it shows the real eager passes, with
     metrics off the missing endpoint: the check reports what the engine is, in both directions."""
-    assert exact_flips(dense_verdicts["reference"], dense_verdicts["metrics off"]) == {}
     on = gate.by_name(dense_verdicts["reference"])["engine.cuda_graph_passes"]
-    off = gate.by_name(dense_verdicts["metrics off"])["engine.cuda_graph_passes"]
+    off = gate.by_name(dense_verdicts[SERVED_ELSEWHERE])["engine.cuda_graph_passes"]
     assert not on.passed and on.observed["decode_cuda_graph_delta"] is None and on.observed["decode_none_delta"] > 0
     assert not off.passed and "/metrics" in str(off.observed) and "404" in str(off.observed)
 
 
-# --- the tiny BailingMoeV2: NEXTN off and on ------------------------------------------------------------
+# --- the tiny BailingMoeV2: NEXTN off and on, Humming asked for -------------------------------------------
+# One session fixture per launch: the lane runs the tests of each launch together (conftest.py).
 
 
-@pytest.fixture(scope="module")
-def nextn_verdicts(real_engines, bailing_launch, nextn_launch) -> dict[str, Verdict]:
-    expected = identity(bailing_launch, "BailingMoeV2ForCausalLM")
-    verdicts = {}
-    # Humming asked for on an engine that cannot run it (no humming-kernels, no GPU): SGLang takes the flag.
+def _speculation_verdicts(engine: RealEngine, expected: dict, name: str) -> dict[str, Verdict]:
+    # The first speculative request on CPU builds torch inductor's C++ (seconds): not the gate's to time.
+    engine.generate("warm up", max_new_tokens=8)
+    return {
+        f"{name} / {MTP_PROFILE}": judged(engine, MTP_PROFILE, expected),
+        f"{name} / all-three": judged(engine, "all-three", expected),
+        f"{name} / humming-fp8": judged(engine, "humming-fp8", expected),
+        # The profile as shipped: only the served name and path of the tiny checkpoint are rewritten.
+        f"{name} / all-three as shipped": gate.verdict(engine, "all-three"),
+    }
+
+
+@pytest.fixture(scope="session")
+def bailing_identity(bailing_launch) -> dict:
+    return identity(bailing_launch, "BailingMoeV2ForCausalLM")
+
+
+@pytest.fixture(scope="session")
+def nextn_off_verdicts(real_engines, bailing_launch, bailing_identity) -> dict[str, Verdict]:
+    return _speculation_verdicts(real_engines.get(bailing_launch), bailing_identity, "nextn off")
+
+
+@pytest.fixture(scope="session")
+def nextn_on_verdicts(real_engines, nextn_launch, bailing_identity) -> dict[str, Verdict]:
+    return _speculation_verdicts(real_engines.get(nextn_launch), bailing_identity, "nextn on")
+
+
+@pytest.fixture(scope="session")
+def humming_verdicts(real_engines, bailing_launch, bailing_identity) -> dict[str, Verdict]:
+    """Humming asked for on an engine that cannot run it (no humming-kernels, no GPU): SGLang takes the flag."""
     humming = dataclasses.replace(bailing_launch, extra_args=(*bailing_launch.extra_args, "--moe-runner-backend",
                                                                "humming"))
-    verdicts["humming requested / humming-fp8"] = judged(real_engines.get(humming), "humming-fp8", expected)
-    for name, launch in (("nextn off", bailing_launch), ("nextn on", nextn_launch)):
-        engine = real_engines.get(launch)
-        # The first speculative request on CPU builds torch inductor's C++ (seconds): not the gate's to time.
-        engine.generate("warm up", max_new_tokens=8)
-        verdicts[f"{name} / {MTP_PROFILE}"] = judged(engine, MTP_PROFILE, expected)
-        verdicts[f"{name} / all-three"] = judged(engine, "all-three", expected)
-        verdicts[f"{name} / humming-fp8"] = judged(engine, "humming-fp8", expected)
-        # The profile as shipped: only the served name and path of the tiny checkpoint are rewritten.
-        verdicts[f"{name} / all-three as shipped"] = gate.verdict(engine, "all-three")
-    return verdicts
+    return {"humming requested / humming-fp8": judged(real_engines.get(humming), "humming-fp8", bailing_identity)}
 
 
-def test_nextn_on_flips_exactly_the_draft_checks(nextn_verdicts):
-    off, on = nextn_verdicts[f"nextn off / {MTP_PROFILE}"], nextn_verdicts[f"nextn on / {MTP_PROFILE}"]
+def test_nextn_on_flips_exactly_the_draft_checks(nextn_off_verdicts, nextn_on_verdicts):
+    off, on = nextn_off_verdicts[f"nextn off / {MTP_PROFILE}"], nextn_on_verdicts[f"nextn on / {MTP_PROFILE}"]
     assert exact_flips(off, on) == {name: (False, True) for name in (
         "mtp.config_echo", "mtp.draft_loaded", "mtp.log_draft_loaded", "engine.probe_report")}
     checks = gate.by_name(on)
@@ -141,29 +164,30 @@ def test_nextn_on_flips_exactly_the_draft_checks(nextn_verdicts):
     assert gate.by_name(off)["mtp.config_echo"].observed["algorithm"] is None
 
 
-def test_a_random_mtp_layer_is_refused_by_accept_length_with_the_real_value(nextn_verdicts):
-    off = gate.by_name(nextn_verdicts[f"nextn off / {MTP_PROFILE}"])["mtp.accept_length"]
-    on = gate.by_name(nextn_verdicts[f"nextn on / {MTP_PROFILE}"])["mtp.accept_length"]
+def test_a_random_mtp_layer_is_refused_by_accept_length_with_the_real_value(nextn_off_verdicts, nextn_on_verdicts):
+    off = gate.by_name(nextn_off_verdicts[f"nextn off / {MTP_PROFILE}"])["mtp.accept_length"]
+    on = gate.by_name(nextn_on_verdicts[f"nextn on / {MTP_PROFILE}"])["mtp.accept_length"]
     assert not off.passed and off.observed is None  # no speculation: nothing was accepted or measured
     # The tiny model's MTP layer is random: every draft is rejected, each verify yields one token.
     assert not on.passed and 1.0 <= on.observed < 2.0 and on.expected == ">= 2.0"
 
 
-def test_fp8_head_with_stock_nextn_is_refused_by_module_sharing_observed_live(nextn_verdicts):
+def test_fp8_head_with_stock_nextn_is_refused_by_module_sharing_observed_live(nextn_on_verdicts):
     """Stock 0.5.23's BailingMoeForCausalLMNextN takes the target's head tensor, not its module: with an FP8
     head the draft would project through its own unquantized head (the accept-length-1.00 trap)."""
-    sharing = gate.by_name(nextn_verdicts["nextn on / all-three"])["mtp.lm_head_module_shared"]
+    sharing = gate.by_name(nextn_on_verdicts["nextn on / all-three"])["mtp.lm_head_module_shared"]
     assert not sharing.passed
     assert sharing.observed == {"module_shared": False, "weight_shared": True}
     # Without the FP8 head, sharing the tensor is enough and the check is not asked for: the refusal is the
     # FP8 + NEXTN combination, not NEXTN.
-    assert "mtp.lm_head_module_shared" not in gate.by_name(nextn_verdicts[f"nextn on / {MTP_PROFILE}"])
+    assert "mtp.lm_head_module_shared" not in gate.by_name(nextn_on_verdicts[f"nextn on / {MTP_PROFILE}"])
 
 
-def test_humming_asked_for_runs_triton_and_is_refused_by_the_census_not_the_flag(nextn_verdicts):
+def test_humming_asked_for_runs_triton_and_is_refused_by_the_census_not_the_flag(humming_verdicts,
+                                                                                 nextn_off_verdicts):
     """'The flag is on' is not evidence: SGLang echoes humming, the MoE layers run the unquantized Triton method."""
-    asked = nextn_verdicts["humming requested / humming-fp8"]
-    flips = exact_flips(nextn_verdicts["nextn off / humming-fp8"], asked)
+    asked = humming_verdicts["humming requested / humming-fp8"]
+    flips = exact_flips(nextn_off_verdicts["nextn off / humming-fp8"], asked)
     assert flips == {"humming.config_echo": (False, True)}, flips
     checks = gate.by_name(asked)
     assert checks["humming.config_echo"].observed == "humming"
@@ -173,12 +197,12 @@ def test_humming_asked_for_runs_triton_and_is_refused_by_the_census_not_the_flag
     assert not asked.passed
 
 
-def test_stock_sglang_ignores_the_fp8_head_variable_and_the_gate_sees_it(nextn_verdicts):
+def test_stock_sglang_ignores_the_fp8_head_variable_and_the_gate_sees_it(nextn_off_verdicts):
     """Launched with SGLANG_ENABLE_FP8_LM_HEAD=1 and SGLANG_EXPOSE_OWN_ENV_VARS=1 as a bundle does: stock 0.5.23
     lists the variables it declares, and this one is not among them."""
-    check = gate.by_name(nextn_verdicts["nextn off / humming-fp8"])["fp8_lm_head.env_declared"]
+    check = gate.by_name(nextn_off_verdicts["nextn off / humming-fp8"])["fp8_lm_head.env_declared"]
     assert not check.passed and check.observed is None and check.expected == "1"
-    head = gate.by_name(nextn_verdicts["nextn off / humming-fp8"])["fp8_lm_head.target_head"]
+    head = gate.by_name(nextn_off_verdicts["nextn off / humming-fp8"])["fp8_lm_head.target_head"]
     assert not head.passed and head.observed["weight_dtype"] == "torch.bfloat16"  # the head stayed BF16
 
 
@@ -191,8 +215,8 @@ GPU_ONLY = {
 }
 
 
-def test_checks_that_need_a_gpu_refuse_the_cpu_engine_by_name_with_what_it_runs(nextn_verdicts):
-    checks = gate.by_name(nextn_verdicts["nextn on / all-three"])
+def test_checks_that_need_a_gpu_refuse_the_cpu_engine_by_name_with_what_it_runs(nextn_on_verdicts):
+    checks = gate.by_name(nextn_on_verdicts["nextn on / all-three"])
     for name, observed in GPU_ONLY.items():
         assert not checks[name].passed and checks[name].observed == observed, (name, checks[name].observed)
         assert checks[name].hint, name  # every refusal says why and what to do
@@ -203,10 +227,10 @@ def test_checks_that_need_a_gpu_refuse_the_cpu_engine_by_name_with_what_it_runs(
     assert not passes.passed and passes.observed["decode_none_delta"] > 0  # eager decode, counted by the engine
 
 
-def test_the_shipped_profile_refuses_the_tiny_model_as_not_ling_3(nextn_verdicts):
-    checks = gate.by_name(nextn_verdicts["nextn on / all-three as shipped"])
+def test_the_shipped_profile_refuses_the_tiny_model_as_not_ling_3(nextn_on_verdicts):
+    checks = gate.by_name(nextn_on_verdicts["nextn on / all-three as shipped"])
     assert not checks["engine.architecture"].passed
     assert checks["engine.architecture"].observed == ["BailingMoeV2ForCausalLM"]
     assert not checks["engine.identity"].passed  # 0.5.23, not the fork's version
     assert checks["engine.identity"].observed["version"] == sglang.__version__
-    assert not nextn_verdicts["nextn on / all-three as shipped"].passed
+    assert not nextn_on_verdicts["nextn on / all-three as shipped"].passed

@@ -181,3 +181,17 @@ def test_weight_change_closes_the_gate(make_sentinel, monkeypatch):
     # A path-only swap (no new version string) is a change too.
     engine.model_info.update(weight_version="default", model_path="/models/other")
     assert not sentinel.recheck()
+
+
+def test_a_retry_after_a_refusal_says_so_and_names_what_refused(make_sentinel):
+    sentinel = make_sentinel(FakeEngine())
+    assert sentinel._verifying_reason() == "verifying the engine before admitting traffic"  # nothing judged yet
+    sentinel.state.full = {"passed": False, "verification": {"checks": [
+        {"name": "engine.health", "passed": True}, {"name": "mtp.accept_length", "passed": False}]}}
+    reason = sentinel._verifying_reason()
+    assert reason.startswith("verifying again; the last verdict refused the engine (mtp.accept_length)")
+    assert "engine.health" not in reason
+    sentinel.state.full = {"passed": False, "verification": {"checks": []}}  # refused by a suite, not a check
+    assert "(infra or smoke suite)" in sentinel._verifying_reason()
+    sentinel.state.full = {"passed": True, "verification": {"checks": []}}
+    assert sentinel._verifying_reason() == "verifying the engine before admitting traffic"

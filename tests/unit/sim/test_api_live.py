@@ -197,10 +197,15 @@ def test_health_is_503_with_no_body_while_starting(start_profile):
 def test_requests_queue_at_batch_one(start_profile):
     import threading
 
-    sim = start_profile("baseline", scale=0.02)
+    # 5x, not 50x: one request lasts ~0.2 wall seconds, so both are surely in flight together even when a loaded
+    # host delays a thread by tens of milliseconds (at 50x the first could finish before the second is sent).
+    scale = 0.2
+    sim = start_profile("baseline", scale=scale)
     results = []
+    both_ready = threading.Barrier(2)
 
     def one(i):
+        both_ready.wait()
         results.append(sim.post("/generate", {"text": f"{PROMPT} {i}", "sampling_params": {"max_new_tokens": 30}}).json())
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
@@ -209,7 +214,7 @@ def test_requests_queue_at_batch_one(start_profile):
         t.start()
     for t in threads:
         t.join()
-    wall = (time.monotonic() - started) / 0.02
+    wall = (time.monotonic() - started) / scale
     one_request = 0.2 + 29 / 37.81
     assert wall > 1.8 * one_request  # served one after the other, not side by side
     assert max(r["meta_info"]["e2e_latency"] for r in results) > 1.8 * one_request  # queue time counts
