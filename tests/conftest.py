@@ -42,17 +42,26 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = 1
 
 
-# `invoke test` runs the suite on pytest-xdist workers (--dist loadgroup). A lane whose session fixtures hold one
-# shared thing stays on one worker, in its own order: the real-SGLang lane (one server slot, tests grouped by
-# launch) and the fleet lab (one set of SSH hosts). Everything else is spread over the workers test by test.
+# `invoke test` runs the suite on pytest-xdist workers. A lane whose session fixtures hold one shared thing stays
+# on one worker, in its own order: the real-SGLang lane (one server slot, tests grouped by launch) and the fleet
+# lab (one set of SSH hosts). Everything else is spread over the workers test by test. (xdist's own
+# `--dist loadgroup` does not group under pytest 9: it renames item._nodeid, which pytest 9 no longer reads.)
 ONE_WORKER_LANES = {"real": "tests/real/", "fleet": "tests/fleet/"}
 
 
-def pytest_collection_modifyitems(config, items):
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        path = item.path.as_posix()
-        for group, prefix in ONE_WORKER_LANES.items():
-            if f"/{prefix}" in path:
-                item.add_marker(pytest.mark.xdist_group(group))
+def lane_scope(nodeid: str) -> str:
+    """The scheduling unit of a test: its lane for a one-worker lane, else the test itself."""
+    return next((lane for lane, prefix in ONE_WORKER_LANES.items() if nodeid.startswith(prefix)), nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: this conftest also loads where xdist is absent (the sentinel)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LaneScheduling(LoadScopeScheduling):
+        """xdist's scope scheduler (largest scopes first) with lanes as scopes."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return lane_scope(nodeid)
+
+    return LaneScheduling(config, log)

@@ -12,8 +12,8 @@ from invoke import Collection, Exit, task
 PYTEST_NO_TESTS = 5
 # Three pytest-xdist workers: the real-SGLang lane, the fleet lab and the Docker end-to-end tests are mostly
 # waiting (on a server start, on SSH and Compose, on containers), so they overlap well even on 2 cores. A lane
-# that shares one server or one lab stays on one worker (tests/conftest.py, ONE_WORKER_LANES).
-PARALLEL = ("-n", "3", "--dist", "loadgroup", "--durations", "25")
+# that shares one server or one lab stays on one worker (tests/conftest.py: ONE_WORKER_LANES, LaneScheduling).
+PARALLEL = ("-n", "3", "--dist", "loadscope", "--durations", "25")
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -100,25 +100,46 @@ def nextn_engine(real_engines, nextn_launch) -> RealEngine:
     return real_engines.get(nextn_launch)
 
 
-def pytest_terminal_summary(terminalreporter):
-    """Start-up timings of every server this session started (also without -s)."""
-    if not engine_mod.STARTED:
-        return
-    terminalreporter.write_sep("-", "real SGLang launches (process start -> /model_info 200, then first /health)")
+def launch_lines() -> list[str]:
+    """One line per server this process started (start-up, first /health, stop), and any launch started twice."""
+    lines = []
     for engine in engine_mod.STARTED:
         startup = "never (start failed)" if engine.startup_s is None else f"{engine.startup_s:.1f} s"
         health = "-" if engine.first_health_s is None else f"{engine.first_health_s:.1f} s"
         stop = "-" if engine.stop_s is None else f"{engine.stop_s:.1f} s"
         name = engine.launch.served_model_name or engine.launch.model_path.name
         flags = " ".join(engine.launch.extra_args) or "-"
-        terminalreporter.write_line(
-            f"{name}: ready {startup}, first /health {health}, stop {stop}, cpu_amx={engine.launch.cpu_amx}, "
-            f"extra args: {flags}"
-        )
+        lines.append(f"{name}: ready {startup}, first /health {health}, stop {stop}, cpu_amx={engine.launch.cpu_amx}, "
+                     f"extra args: {flags}")
     launches = [engine.launch for engine in engine_mod.STARTED]
     repeated = {str(launch.served_model_name): launches.count(launch) for launch in launches if launches.count(launch) > 1}
     if repeated:  # the ordering below failed to keep a launch's tests together (each start costs 30-60 s)
-        terminalreporter.write_line(f"started more than once: {repeated}; see LAUNCH_BLOCKS in tests/real/conftest.py")
+        lines.append(f"started more than once: {repeated}; see LAUNCH_BLOCKS in tests/real/conftest.py")
+    return lines
+
+
+# Under pytest-xdist the lane runs on a worker: its lines travel back to the controller, which prints them.
+_FROM_WORKERS: list[str] = []
+
+
+def pytest_sessionfinish(session):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None and engine_mod.STARTED:
+        workeroutput["real_sglang_launches"] = launch_lines()
+
+
+def pytest_testnodedown(node, error):
+    _FROM_WORKERS.extend(getattr(node, "workeroutput", {}).get("real_sglang_launches", []))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Start-up timings of every server this session started (also without -s)."""
+    lines = launch_lines() + _FROM_WORKERS
+    if not lines:
+        return
+    terminalreporter.write_sep("-", "real SGLang launches (process start -> /model_info 200, then first /health)")
+    for line in lines:
+        terminalreporter.write_line(line)
 
 
 # One server at a time, and a start costs 30-60 s: the lane's tests are ordered by the launch they need, so each
