@@ -4,7 +4,7 @@ every host) once per serial setting, prints one line per run and removes the lab
 
     python -m sparkgate.fleet.bench --hosts 1,3,5 --serial '[1, "50%"]' --serial '[1, "100%"]' --serial 1
 
-The lab's simulator runs 50x faster than a Spark (time scale 0.02, 40 s simulated startup), so the
+The lab's simulator runs 10x faster than a Spark (time scale 0.1, 20 s simulated startup), so the
 numbers are the rollout's own overhead plus a short engine start: on Sparks, add ~8 minutes of engine
 cold start per batch.
 """

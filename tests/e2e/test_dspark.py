@@ -19,9 +19,10 @@ DSPARK_CHECKS = {
     "dspark.drafter_config_read", "dspark.draft_cuda_graph", "dspark.proposal_not_eager", "dspark.accept_length",
     "dspark.speed_over_nextn",
 }
-# Fault -> the check that must name it (the engine keeps running, so the sentinel's verdict names it).
+# Fault -> the check that must name it (the engine keeps running, so the sentinel's verdict names it). A degraded
+# mode and the head trap as whole stacks; dspark-draft-graph-disabled is refused by its check in
+# tests/unit/test_dspark_verify_sim.py.
 REFUSALS = {
-    "dspark-draft-graph-disabled": "dspark.draft_cuda_graph",
     "dspark-proposal-eager": "dspark.proposal_not_eager",
     "draft-lm-head-unshared": "dspark.lm_head_module_shared",
 }

@@ -108,7 +108,7 @@ def test_corrupted_airgap_export_is_refused_before_anything_stops(request, fleet
     assert baseline[0].returncode == 0
     export = tmp_path / "export"
     made = invoke("bundle.export", "--profile", "baseline", "--target", "sim", "--out", str(export),
-                  "--sim-time-scale", "0.02", "--sim-startup-s", "40", "--recheck-period-s", "2")
+                  "--sim-time-scale", "0.1", "--sim-startup-s", "20", "--recheck-period-s", "5")
     assert made.returncode == 0, made.stderr
     sums = (export / "SHA256SUMS").read_text().splitlines()
     assert {line.split("  ", 1)[1] for line in sums} >= {"images.tar", "bundle/compose.yaml", "release.json",
