@@ -65,3 +65,21 @@ def pytest_xdist_make_scheduler(config, log):
             return lane_scope(nodeid)
 
     return LaneScheduling(config, log)
+
+
+# Summaries a lane wrote on its worker (tests/real: the SGLang launches), printed by the controller, which never
+# loads that lane's conftest.
+_WORKER_SUMMARIES: dict[str, list[str]] = {}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    for title, lines in (getattr(node, "workeroutput", None) or {}).get("sparkgate_summaries", {}).items():
+        _WORKER_SUMMARIES.setdefault(title, []).extend(lines)
+
+
+def pytest_terminal_summary(terminalreporter):
+    for title, lines in _WORKER_SUMMARIES.items():
+        terminalreporter.write_sep("-", title)
+        for line in lines:
+            terminalreporter.write_line(line)

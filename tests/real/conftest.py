@@ -118,28 +118,23 @@ def launch_lines() -> list[str]:
     return lines
 
 
-# Under pytest-xdist the lane runs on a worker: its lines travel back to the controller, which prints them.
-_FROM_WORKERS: list[str] = []
+LAUNCHES_TITLE = "real SGLang launches (process start -> /model_info 200, then first /health)"
 
 
 def pytest_sessionfinish(session):
+    """Under pytest-xdist the lane runs on a worker: its lines travel to the controller (tests/conftest.py prints)."""
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None and engine_mod.STARTED:
-        workeroutput["real_sglang_launches"] = launch_lines()
-
-
-def pytest_testnodedown(node, error):
-    _FROM_WORKERS.extend(getattr(node, "workeroutput", {}).get("real_sglang_launches", []))
+        workeroutput.setdefault("sparkgate_summaries", {})[LAUNCHES_TITLE] = launch_lines()
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Start-up timings of every server this session started (also without -s)."""
-    lines = launch_lines() + _FROM_WORKERS
-    if not lines:
-        return
-    terminalreporter.write_sep("-", "real SGLang launches (process start -> /model_info 200, then first /health)")
-    for line in lines:
-        terminalreporter.write_line(line)
+    """Start-up timings of every server this process started (a run without xdist; also without -s)."""
+    lines = launch_lines()
+    if lines:
+        terminalreporter.write_sep("-", LAUNCHES_TITLE)
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 # One server at a time, and a start costs 30-60 s: the lane's tests are ordered by the launch they need, so each
