@@ -183,17 +183,6 @@ def _wait_for_memory(say, timeout_s: float = 180.0) -> preflight.PreflightFindin
     return finding
 
 
-def _refused_verdict(verdict: dict | None) -> bool:
-    """A full verification ran and refused the engine. The sentinel may already be verifying again (state
-    `verifying`, with the refused verdict still in `full`): a refusal, not a wait, or a slow host that polls
-    between attempts would never see `closed` and wait out the whole budget."""
-    verdict = verdict or {}
-    full = verdict.get("full") if isinstance(verdict.get("full"), dict) else {}
-    if verdict.get("state") == "closed" and verdict.get("full_runs", 0) >= 1:
-        return True
-    return verdict.get("state") == "verifying" and verdict.get("full_runs", 0) >= 1 and full.get("passed") is False
-
-
 def _wait_and_prove(options, project, loaded, url, started, timings, say) -> DeployResult:
     budget = options.budget_s or (SIM_START_BUDGET_S if options.target == "sim" else SPARK_START_BUDGET_S)
     api_key = Path(options.api_key_file).read_text().strip() if options.api_key_file else None
@@ -223,7 +212,7 @@ def _wait_and_prove(options, project, loaded, url, started, timings, say) -> Dep
         if gate == "open":
             timings["gate_open"] = round(elapsed, 2)
             break
-        if _refused_verdict(verdict):
+        if gate == "closed" and (verdict or {}).get("full_runs", 0) >= 1:
             return _refused(options, project, url, timings, say, "the sentinel refused the engine", verdict)
         time.sleep(1.0)
     else:

@@ -88,7 +88,7 @@ class Sentinel:
 
     # --- one full verification -------------------------------------------------------------
     def full_verification(self) -> bool:
-        self.state.set(VERIFYING, self._verifying_reason())
+        self.state.set(*self._verification_start())
         log.info("full verification: starting")
         engine_log = logs.from_file(self.config.log_file)
         verdict = verify(self.config.engine_url, self.expectations, engine_log, api_key=self.api_key,
@@ -133,17 +133,17 @@ class Sentinel:
             log.warning("gate CLOSED: %s", ", ".join(failing))
         return passed
 
-    def _verifying_reason(self) -> str:
-        """While a verification runs, the last full verdict stays published in `full`; the reason says whether
-        this is the first attempt or a retry after a refusal (and of what), so a client never reads a bare
-        'verifying' as news that the refusal went away."""
+    def _verification_start(self) -> tuple[str, str]:
+        """The state while a full verification runs. A retry after a refusal stays `closed`: the last verdict
+        refused the engine and stays published in `full` until the retry's replaces it, so a client polling
+        between attempts never reads the refusal as gone. The reason says a retry runs, and what refused."""
         with self.state.lock:
             last = self.state.full
         if not last or last.get("passed"):
-            return "verifying the engine before admitting traffic"
+            return VERIFYING, "verifying the engine before admitting traffic"
         failing = [c.get("name") for c in (last.get("verification") or {}).get("checks", []) if not c.get("passed")]
         named = ", ".join(str(name) for name in failing[:8]) or "infra or smoke suite"
-        return f"verifying again; the last verdict refused the engine ({named}); the gate stays closed"
+        return CLOSED, f"verifying again; the last verdict refused the engine ({named}); the gate stays closed"
 
     # --- cheap re-check ---------------------------------------------------------------------
     def recheck(self) -> bool:

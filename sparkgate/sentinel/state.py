@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 WAITING = "waiting"  # engine not healthy yet
-VERIFYING = "verifying"  # full verification in progress, gate closed
+VERIFYING = "verifying"  # full verification in progress, nothing refused yet; gate closed
 OPEN = "open"  # latest verdict passed
-CLOSED = "closed"  # latest verdict failed
+CLOSED = "closed"  # latest verdict failed (also while a retry of it runs)
 
 
 @dataclass

@@ -13,7 +13,8 @@ PYTEST_NO_TESTS = 5
 # Three pytest-xdist workers: the real-SGLang lane, the fleet lab and the Docker end-to-end tests are mostly
 # waiting (on a server start, on SSH and Compose, on containers), so they overlap well even on 2 cores. A lane
 # that shares one server or one lab stays on one worker (tests/conftest.py: ONE_WORKER_LANES, LaneScheduling).
-PARALLEL = ("-n", "3", "--dist", "loadscope", "--durations", "25")
+PARALLEL = ("-n", "3", "--dist", "loadscope")
+SLOWEST = ("--durations", "25")  # where the suite's time goes, printed at the end of every run
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -29,7 +30,7 @@ def test(c, marker="", path="tests", dry_run=False, no_lint=False):
     """Lint (ruff), then run the whole test suite (unit, simulator, probe, Docker end-to-end). Exit non-zero on
     any failure, including pytest's 'no tests ran'."""
     lint = [sys.executable, "-m", "ruff", "check", "--no-cache", "."]
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *PARALLEL, path]
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *PARALLEL, *SLOWEST, path]
     if marker:
         argv += ["-m", marker]
     if not no_lint:

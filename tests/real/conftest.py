@@ -150,8 +150,6 @@ FIXTURE_BLOCK = {
     "humming_verdicts": "humming",
     "nextn_engine": "nextn", "sides_nextn": "nextn", "nextn_on_verdicts": "nextn", "outputs": "nextn",
 }
-# test_differential's parametrized tests name their launch by parameter (its `side` fixture looks it up).
-PARAM_BLOCK = {"dense": "dense", "nextn": "nextn"}
 MODULE_ORDER = ("test_engine_lifecycle", "test_engine_starts", "test_differential", "test_fixture_in_real_output",
                 "test_gate_verdicts")
 
@@ -160,8 +158,8 @@ def launch_block(item) -> int:
     """1 + the index in LAUNCH_BLOCKS of the last launch `item` needs; 0 for a test that needs none."""
     blocks = {FIXTURE_BLOCK[name] for name in getattr(item, "fixturenames", ()) if name in FIXTURE_BLOCK}
     params = getattr(getattr(item, "callspec", None), "params", {})
-    if params.get("launch") in PARAM_BLOCK:
-        blocks.add(PARAM_BLOCK[params["launch"]])
+    if params.get("launch") in LAUNCH_BLOCKS:  # test_differential names its launch by parameter (fixture `side`)
+        blocks.add(params["launch"])
     return 1 + max((LAUNCH_BLOCKS.index(block) for block in blocks), default=-1)
 
 

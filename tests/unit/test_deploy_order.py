@@ -187,18 +187,3 @@ def test_spark_redeploy_defers_memory_until_the_old_engine_stopped(tmp_path, hel
 
 def atomic_leftovers(tmp_path: Path) -> list[str]:
     return sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("."))
-
-
-@pytest.mark.parametrize(("verdict", "refused"), [
-    ({"state": "closed", "full_runs": 1, "full": {"passed": False}}, True),
-    # already verifying again after a refusal: still a refusal (a poll between attempts may never see `closed`)
-    ({"state": "verifying", "full_runs": 2, "full": {"passed": False}}, True),
-    ({"state": "verifying", "full_runs": 0, "full": None}, False),  # the first attempt is still running
-    ({"state": "verifying", "full_runs": 1, "full": {"passed": True}}, False),  # re-verifying an admitted engine
-    ({"state": "closed", "full_runs": 0, "full": None}, False),  # the gateway's default before any verdict
-    ({"state": "waiting", "full_runs": 0}, False),
-    ({"state": "verifying", "full_runs": 1, "full": "not a verdict"}, False),
-    (None, False),
-])
-def test_a_refusal_is_seen_even_while_the_sentinel_verifies_again(verdict, refused):
-    assert deploy_mod._refused_verdict(verdict) is refused

@@ -183,15 +183,17 @@ def test_weight_change_closes_the_gate(make_sentinel, monkeypatch):
     assert not sentinel.recheck()
 
 
-def test_a_retry_after_a_refusal_says_so_and_names_what_refused(make_sentinel):
+def test_a_retry_after_a_refusal_stays_closed_and_names_what_refused(make_sentinel):
     sentinel = make_sentinel(FakeEngine())
-    assert sentinel._verifying_reason() == "verifying the engine before admitting traffic"  # nothing judged yet
+    assert sentinel._verification_start() == ("verifying", "verifying the engine before admitting traffic")
     sentinel.state.full = {"passed": False, "verification": {"checks": [
         {"name": "engine.health", "passed": True}, {"name": "mtp.accept_length", "passed": False}]}}
-    reason = sentinel._verifying_reason()
+    state, reason = sentinel._verification_start()
+    assert state == "closed"  # a client polling between attempts still reads the refusal
     assert reason.startswith("verifying again; the last verdict refused the engine (mtp.accept_length)")
     assert "engine.health" not in reason
     sentinel.state.full = {"passed": False, "verification": {"checks": []}}  # refused by a suite, not a check
-    assert "(infra or smoke suite)" in sentinel._verifying_reason()
-    sentinel.state.full = {"passed": True, "verification": {"checks": []}}
-    assert sentinel._verifying_reason() == "verifying the engine before admitting traffic"
+    assert sentinel._verification_start() == (
+        "closed", "verifying again; the last verdict refused the engine (infra or smoke suite); the gate stays closed")
+    sentinel.state.full = {"passed": True, "verification": {"checks": []}}  # re-verifying an admitted engine
+    assert sentinel._verification_start()[0] == "verifying"
