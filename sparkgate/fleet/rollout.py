@@ -150,10 +150,17 @@ def deploy(options: FleetOptions, say: Callable[[str], None] = print) -> dict:
     return report
 
 
+def _rollback_failure(row: dict) -> str:
+    """Why a refused host's last-good release did not come back, as the role recorded it (after "rollback")."""
+    refusal = row.get("refusal") or ""
+    at = refusal.find("rollback")
+    return f" ({refusal[at:]})" if row["outcome"] == "refused" and at >= 0 else ""
+
+
 def verdict_line(report: dict, path: Path) -> str:
     """One line for the exit: every host that is not admitted, with its outcome and failing checks."""
     bad = [r for r in report["hosts"] if r["outcome"] != "admitted"]
     parts = [f"{r['host']} {r['outcome']}" + (f" ({', '.join(r['failing_checks'])})" if r["failing_checks"] else "")
-             + (f", serving {r['profile']}" if r["profile"] else ", serving nothing") for r in bad]
+             + (f", serving {r['profile']}" if r["profile"] else ", serving nothing") + _rollback_failure(r) for r in bad]
     return (f"rollout of {report['profile']} stopped: " + "; ".join(parts) + f". Report: {path}. Fix: read the failing "
             "checks (docs/checks/), fix the profile or host, roll out again")

@@ -59,3 +59,22 @@ def test_report_is_written_atomically_as_json(tmp_path):
     report.write(built, tmp_path / "r.json")
     assert json.loads((tmp_path / "r.json").read_text())["hosts"][0]["outcome"] == "not_reached"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_the_exit_line_says_why_a_refused_hosts_rollback_did_not_come_back(tmp_path):
+    from sparkgate.fleet.rollout import verdict_line
+
+    rows = [
+        {"host": "host1", "outcome": "admitted", "failing_checks": [], "profile": "all-three", "refusal": None},
+        {"host": "host2", "outcome": "refused", "failing_checks": ["mtp.accept_length"], "profile": None,
+         "refusal": "sentinel refused all-three; rollback to baseline not admitted: the sentinel refused the engine "
+                    "(engine.calibration)"},
+        {"host": "host3", "outcome": "refused", "failing_checks": ["engine.health"], "profile": None,
+         "refusal": "sentinel refused all-three"},
+    ]
+    line = verdict_line({"profile": "all-three", "hosts": rows}, tmp_path / "r.json")
+    parts = line.split("; host3 ")
+    assert "host1" not in line
+    assert parts[0].endswith("serving nothing (rollback to baseline not admitted: the sentinel refused the engine "
+                             "(engine.calibration))")
+    assert parts[1].startswith("refused (engine.health), serving nothing.")

@@ -14,7 +14,9 @@ import pytest
 from sparkgate.bench import floor, report, runs
 from sparkgate.bench import run as bench_run
 
-SCALE = 0.04
+# 10x real time: long enough decode windows that a loaded host's delay of a chunk (the other lanes run beside this
+# one) stays inside the speed tolerance; at 25x it did not.
+SCALE = 0.1
 FAST_START = {"SPARKGATE_SIM_STARTUP_S": "4"}
 SPEED_TOLERANCE = 0.05
 ACCEPT_TOLERANCE = 0.10

@@ -13,7 +13,9 @@ from tests.plugins.simproc import metric_total, speed_near
 
 # Published anchors (recipe facts 1.4) and the documented model for the combinations in between.
 SPEED_TOLERANCE = 0.05  # relative; covers the +-0.05 per-prompt accept jitter and sleep granularity
-SPEED_SCALE = 0.04  # 25x real time: decode windows long enough for a stable wall-clock measurement
+# 10x real time: a request's decode window is ~0.4 wall seconds, so the tens of milliseconds by which a loaded host
+# (the other lanes run beside this one) delays a chunk stay inside the tolerance; at 25x they did not.
+SPEED_SCALE = 0.1
 # Arithmetic (GSM8K-style), the workload of the published anchors; per-workload speeds: test_dspark_timing.py.
 PROMPTS = ("Question: what is 17 times 23? Answer step by step.",
            "Question: A shop sells 12 pens a day. How many pens does it sell in 9 days?")
