@@ -185,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify_p.add_argument("--api-key-file", help="file holding the engine's API key, if it has one")
     verify_p.add_argument("--admin-key-file", help="file holding the engine's SGLang admin key: adds the check that "
                           "the engine enforces it (engine.admin_key_enforced)")
-    verify_p.add_argument("--no-calibrate", action="store_true", help="skip calibration: a cheap look that can never pass (calibration, CUDA-graph passes, speed and accept checks fail)")
+    verify_p.add_argument("--no-calibrate", action="store_true", help="skip the answers and calibration: a cheap look that can never pass (answers, calibration, CUDA-graph passes, speed and accept checks fail)")
     verify_p.set_defaults(func=cmd_verify)
     sentinel = sub.add_parser("sentinel", help="run the admission sentinel (inside the stack)")
     sentinel.add_argument("--engine-url", required=True)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparkgate.floor import recorded_baseline_tok_s
+from sparkgate.evidence.answer_set import SET_VERSION as ANSWER_SET_VERSION
+from sparkgate.floor import recorded_baseline_answers, recorded_baseline_tok_s
 from sparkgate.images import load_lock
 from sparkgate.optimizations import REGISTRY
 from sparkgate.sglang.parser import SGLANG_VERSION
@@ -47,4 +48,9 @@ def build(loaded: LoadedProfile, target: str, time_scale: float) -> dict:
             "must_beat_baseline": bool(profile.requested()),
         },
         "calibration": profile.gate.calibration.model_dump(mode="json"),
+        "answers": {
+            "set_version": ANSWER_SET_VERSION,
+            # A stacked profile must answer like the baseline engine measured on this host, when one was.
+            "baseline": recorded_baseline_answers(target) if profile.requested() else None,
+        },
     }

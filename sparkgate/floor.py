@@ -67,6 +67,13 @@ def recorded_baseline_tok_s(target: str) -> float | None:
     return float(entry["floor_tok_s"]) if entry else None
 
 
+def recorded_baseline_answers(target: str) -> dict | None:
+    """The baseline engine's answers recorded with the floor of `target` (answer set version, read_as)."""
+    entry = recorded_floor(target)
+    answers = entry.get("answers") if entry else None
+    return answers if isinstance(answers, dict) and isinstance(answers.get("read_as"), dict) else None
+
+
 def store(target: str, entry: dict) -> Path:
     """Write `entry` as the floor of `target`, keeping the other targets' floors."""
     path = floor_path()

@@ -11,7 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from sparkgate.context import RuleContext
-from sparkgate.frozen import ControlCharacters
+from sparkgate.frozen import ControlCharacters, control_characters
 from sparkgate.images import load_lock
 from sparkgate.launch import LaunchPlan, plan_launch
 from sparkgate.model import Profile
@@ -69,12 +69,47 @@ def _merge_into(target: dict, origins: dict, source: dict, origin: str, prefix: 
         origins[path] = origin
 
 
+def _field_at(node: yaml.Node | None, index: int, path: str = "") -> str:
+    """The dotted field whose key or value spans character `index` of the document (`path` so far)."""
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            name = f"{path}.{key.value}" if path else str(key.value)
+            if key.start_mark.index <= index < key.end_mark.index:
+                return name
+            if value.start_mark.index <= index < max(value.end_mark.index, value.start_mark.index + 1):
+                return _field_at(value, index, name)
+    if isinstance(node, yaml.SequenceNode):
+        for position, item in enumerate(node.value):
+            if item.start_mark.index <= index < max(item.end_mark.index, item.start_mark.index + 1):
+                return _field_at(item, index, f"{path}[{position}]")
+    return path
+
+
+def _refuse_raw_control_characters(shown: str, text: str) -> None:
+    """Refuse control and invisible characters in the file itself, before YAML reads it: YAML folds a raw
+    U+0085, U+2028 or U+2029 inside a quoted value into a space, so the value checked afterwards would no
+    longer be the one written (tabs, newlines and CR line endings are YAML's own)."""
+    at = next((i for i, ch in enumerate(text) if ch not in "\t\n\r" and control_characters(ch)), None)
+    if at is None:
+        return
+    line = text.count("\n", 0, at) + 1
+    try:
+        field_name = _field_at(yaml.compose(text), at)
+    except yaml.YAMLError:
+        field_name = ""
+    found = ", ".join(dict.fromkeys(control_characters(text.replace("\t", "").replace("\n", "").replace("\r", ""))))
+    raise single(shown, field_name or f"line {line}", (f"line {line} " if field_name else "") + "contains control or "
+                 f"invisible formatting characters ({found}), which YAML may fold or hide",
+                 "remove them; write the value with plain characters") from None
+
+
 def _read(path: Path) -> dict[str, Any]:
     shown = display(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise single(shown, "(file)", "no such profile file", "check the name; `invoke profiles` lists them") from None
+    _refuse_raw_control_characters(shown, text)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

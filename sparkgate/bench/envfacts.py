@@ -46,6 +46,7 @@ def gate_facts(url: str, api_key: str | None) -> dict | None:
     if status != 200 or not verdict or "state" not in verdict:
         return None
     verification = ((verdict.get("full") or {}).get("verification") or {})
+    answers = verification.get("answers") if isinstance(verification.get("answers"), dict) else {}
     return {
         "state": verdict.get("state"),
         "reason": verdict.get("reason"),
@@ -54,6 +55,8 @@ def gate_facts(url: str, api_key: str | None) -> dict | None:
         "verified_at": verification.get("time"),
         "full_runs": verdict.get("full_runs"),
         "rechecks": verdict.get("rechecks"),
+        # How the verified engine read each question of the answer set (a baseline floor keeps them).
+        "answers": {"set_version": answers.get("set_version"), "read_as": answers.get("read_as")} if answers else None,
     }
 
 

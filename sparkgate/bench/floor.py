@@ -47,4 +47,8 @@ def record(summary: dict, run_dir: Path, margin: float = 0.0) -> tuple[Path, dic
         "host": (summary.get("environment", {}).get("host") or {}).get("hostname"),
         "recorded_at": summary.get("finished_at"),
     }
+    answers = (summary.get("environment", {}).get("gate") or {}).get("answers")
+    if answers and answers.get("read_as"):
+        # The baseline engine's answers, from the verdict that admitted it: stacked profiles must agree.
+        entry["answers"] = {**answers, "recorded_at": entry["recorded_at"]}
     return store(target, entry), entry

@@ -69,7 +69,7 @@ def compare(loaded: list[runs.Run], baseline_ref: str | None = None, alpha: floa
         if run is not base_run:
             if not same_items:
                 notes.append(f"{run.label} ({run.id}) ran a different prompt set than the baseline: no paired test")
-            elif run.summary.get("workload", {}).get("scored"):
+            elif run.summary.get("workload", {}).get("scored") and not numbers.get("accuracy_not_measured"):
                 row.mcnemar = stats.mcnemar(base_correct, run.correctness(), alpha)
             if _protocol_key(run) != _protocol_key(base_run):
                 notes.append(f"{run.label}: protocol (api, sampling, max_tokens, target) differs from the baseline's")
@@ -145,7 +145,7 @@ def table_rows(comparison: Comparison) -> list[list[str]]:
             _f(n.get("p95_e2e_s"), "{:.2f}"),
             _f(n.get("mean_ttft_s"), "{:.3f}"),
             _f(n.get("accept_length"), "{:.2f}"),
-            f"{_f(n.get('accuracy'), '{:.2%}')} ({n.get('correct')}/{n.get('scored')})" if n.get("scored") else "-",
+            stats.accuracy_text(n, "{:.2%}") if n.get("scored") or n.get("accuracy_not_measured") else "-",
             "baseline" if row is comparison.baseline else (f"{mc.verdict} (p={mc.p_value:.3g})" if mc else "-"),
             f"{_f(roof.get('fraction_of_estimate'), '{:.0%}')} / {_f(roof.get('fraction_of_bound'), '{:.0%}')}",
         ])

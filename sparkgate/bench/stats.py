@@ -277,3 +277,12 @@ def holm_adjust(p_values: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (m - rank) * p_values[index]))
         adjusted[index] = running
     return adjusted
+
+
+def accuracy_text(results: dict, pattern: str = "{:.1%}") -> str:
+    """"n/a (simulator)" where accuracy is not measured, else the score and its counts."""
+    if results.get("accuracy_not_measured"):
+        return f"n/a ({results['accuracy_not_measured']})"
+    accuracy = results.get("accuracy")
+    shown = "n/a" if accuracy is None else pattern.format(accuracy)
+    return f"{shown} ({results.get('correct')}/{results.get('scored')})"

@@ -264,7 +264,8 @@ def _refused(options, project, url, timings, say, reason, verdict, startup_check
     full = (verdict or {}).get("full") or {}
     for check in [*(full.get("verification") or {}).get("checks", []), *(startup_checks or [])]:
         if not check["passed"]:
-            say(f"  - {check['name']}: observed {json.dumps(check['observed'], default=str)[:200]}, expected "
+            # Whole enough to show e.g. every wrongly answered question with its expected and received answer.
+            say(f"  - {check['name']}: observed {json.dumps(check['observed'], default=str)[:1500]}, expected "
                 f"{json.dumps(check['expected'], default=str)[:120]}. Hint: {check['hint']}")
     say("engine log (last 25 lines):")
     for line in project.logs("engine", tail=25).splitlines():

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkgate.atomic import write_text_atomically
-from sparkgate.evidence import common
+from sparkgate.evidence import answers, common
 from sparkgate.evidence.stages import Stage
 from sparkgate.optimizations import REGISTRY
 
@@ -25,12 +25,15 @@ README = Path(__file__).resolve().parents[2] / "docs" / "checks" / "README.md"
 class Declared:
     name: str
     stage: Stage
-    family: str  # "engine", or the optimization key whose module declares it
+    family: str  # "engine", "answers", or the optimization key whose module declares it
     docs: str  # page under docs/checks/
 
     @property
     def runs_for(self) -> str:
-        return "every profile" if self.family == "engine" else f"`optimizations.{self.family}.enabled`"
+        return "every profile" if self.family in EVERY_PROFILE else f"`optimizations.{self.family}.enabled`"
+
+
+EVERY_PROFILE = ("engine", "answers")
 
 
 class DuplicateCheck(Exception):
@@ -39,7 +42,7 @@ class DuplicateCheck(Exception):
 
 def declared() -> dict[str, Declared]:
     """Every declared check by name, common checks first, then each optimization in registry order."""
-    sources = [("engine", common.CHECKS, common.DOCS)]
+    sources = [("engine", common.CHECKS, common.DOCS), ("answers", answers.CHECKS, answers.DOCS)]
     sources += [(key, module.CHECKS, module.DOCS) for key, module in REGISTRY.items()]
     table: dict[str, Declared] = {}
     for family, checks, docs in sources:

@@ -86,6 +86,24 @@ class EngineClient:
             raise EngineUnreachable(f"GET {path}: expected a JSON object")
         return value
 
+    def post_json(self, path: str, body: dict, timeout: float) -> dict:
+        """POST a JSON body, return the JSON object answered (EngineUnreachable otherwise)."""
+        _resolvable(self.base_url, self.timeout)
+        try:
+            with urllib.request.urlopen(self._request("POST", path, body), timeout=timeout) as response:
+                text = response.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as exc:
+            raise EngineUnreachable(f"POST {path}: HTTP {exc.code}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise EngineUnreachable(f"POST {path}: {exc}") from None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            raise EngineUnreachable(f"POST {path}: not JSON ({text[:80]!r})") from None
+        if not isinstance(value, dict):
+            raise EngineUnreachable(f"POST {path}: expected a JSON object")
+        return value
+
     def stream_generate(self, body: dict, timeout: float) -> Iterator[tuple[float, dict]]:
         """POST /generate with stream=true; yields (monotonic arrival time, chunk) per SSE event."""
         request = self._request("POST", "/generate", {**body, "stream": True})

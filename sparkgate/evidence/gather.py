@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkgate.evidence import admin_probe
+from sparkgate.evidence import answers as answers_mod
 from sparkgate.evidence import calibration as calibration_mod
 from sparkgate.evidence import metrics as metrics_mod
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
@@ -24,6 +25,7 @@ class Evidence:
     metrics_before: list | None = None
     metrics_after: list | None = None
     metrics_error: str | None = None
+    answers: answers_mod.AnswersResult | None = None
     calibration: calibration_mod.CalibrationResult | None = None
     admin_key: admin_probe.AdminKeyProbe | None = None  # only when the caller holds the admin key file
     errors: list[str] = field(default_factory=list)
@@ -80,6 +82,8 @@ def gather(client: EngineClient, expectations: dict, log: EngineLog, *, calibrat
         evidence.errors.append(str(exc))
     if not calibrate or evidence.health_status != 200:
         return evidence
+    # First of the requests that generate: its first question is the engine's cold first prefill.
+    evidence.answers = answers_mod.run(client, expectations, evidence.time_scale)
     try:
         evidence.metrics_before = metrics_mod.parse(client.get_text("/metrics"))
     except EngineUnreachable as exc:

@@ -39,7 +39,7 @@ def print_verdict(verdict: Verdict, console: Console) -> None:
     console.print(table(verdict))
     for check in verdict.failures():
         console.print(
-            f"[red]FAIL[/red] {check.name}: observed {_short(check.observed, 200)}, expected "
+            f"[red]FAIL[/red] {check.name}: observed {_short(check.observed, 1500)}, expected "
             f"{_short(check.expected, 120)} (source: {check.source}). Hint: {check.hint}"
         )
     if verdict.passed:

@@ -35,6 +35,7 @@ class Verdict:
     checks: list[CheckResult] = field(default_factory=list)
     engine: dict[str, Any] = field(default_factory=dict)
     calibration: dict[str, Any] = field(default_factory=dict)
+    answers: dict[str, Any] = field(default_factory=dict)  # the answer set's version and every reply
 
     @property
     def passed(self) -> bool:
@@ -53,5 +54,6 @@ class Verdict:
             "passed": self.passed,
             "engine": self.engine,
             "calibration": self.calibration,
+            "answers": self.answers,
             "checks": [c.as_dict() for c in self.checks],
         }

@@ -17,9 +17,11 @@ class Stage(enum.IntEnum):
     ENVIRONMENT = 2
     PROBE_REPORT = 3
     ENGINE_LOG = 4
-    CALIBRATION = 5
-    # Emitted only by the sentinel's re-check (restart detection, acceptance after admission).
-    RECHECK_ONLY = 6
+    # Gathered before calibration: its first question is the engine's cold first request.
+    ANSWERS = 5
+    CALIBRATION = 6
+    # Emitted only by the sentinel's re-check (restart detection, acceptance and answers after admission).
+    RECHECK_ONLY = 7
 
     @property
     def title(self) -> str:
@@ -31,8 +33,9 @@ class Stage(enum.IntEnum):
 
         Not the log: its startup signatures cannot change without a restart, which
         `sentinel.engine_unchanged` catches, and re-reading a log that grows for days every period would
-        only cost I/O. Not calibration: it sends requests a client would queue behind (batch 1)."""
-        return self not in (Stage.ENGINE_LOG, Stage.CALIBRATION)
+        only cost I/O. Not answers or calibration: they send requests a client would queue behind (batch 1);
+        after admission the answers are asked one question at a time, when the engine is idle."""
+        return self not in (Stage.ENGINE_LOG, Stage.ANSWERS, Stage.CALIBRATION)
 
 
 _TITLES = {
@@ -41,6 +44,7 @@ _TITLES = {
     Stage.ENVIRONMENT: "engine environment",
     Stage.PROBE_REPORT: "probe report",
     Stage.ENGINE_LOG: "engine log",
+    Stage.ANSWERS: "answers",
     Stage.CALIBRATION: "calibration",
     Stage.RECHECK_ONLY: "sentinel re-check",
 }

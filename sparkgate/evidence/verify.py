@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 
-from sparkgate.evidence import catalog, common
+from sparkgate.evidence import answers, catalog, common
 from sparkgate.evidence.client import EngineClient
 from sparkgate.evidence.gather import Evidence, gather
 from sparkgate.evidence.logs import EngineLog
@@ -53,7 +53,7 @@ def _declared(check: CheckResult) -> CheckResult:
 
 
 def run_checks(ev: Evidence) -> list[CheckResult]:
-    checks = common.run(ev)
+    checks = common.run(ev) + answers.checks(ev.answers, ev.expectations)
     for key, module in REGISTRY.items():
         if ev.requested(key):
             checks.extend(module.checks(ev))
@@ -85,5 +85,6 @@ def verify(
             "log_source": log.source,
         },
         calibration=evidence.calibration.as_dict() if evidence.calibration else {},
+        answers=evidence.answers.as_dict() if evidence.answers else {},
     )
     return verdict

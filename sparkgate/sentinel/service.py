@@ -3,7 +3,8 @@ the engine directly), open the gate, then keep re-checking on a period.
 
 Cheap re-checks run every period: health, restart and weight-change detection, every check whose stage
 evidence/stages.py marks re-checked (configuration, environment, probe report), and each requested
-optimization's own `rechecks` (MTP: acceptance, see optimizations/mtp_recheck.py). A full verification with
+optimization's own `rechecks` (MTP: acceptance, see optimizations/mtp_recheck.py), and one question of the
+answer set when the engine is idle (evidence/answers.py). A full verification with
 calibration runs again only when something changed: first start, an engine restart, or a failed
 re-check. The gate stays closed until a fresh full verdict passes.
 
@@ -23,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkgate import admin_key
-from sparkgate.evidence import logs
+from sparkgate.evidence import answers, logs
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.gather import gather
 from sparkgate.evidence.recheck import RecheckContext
-from sparkgate.evidence.results import CheckResult, checked
+from sparkgate.evidence.results import CheckResult, Verdict, checked, failed
 from sparkgate.evidence.verify import rechecked, run_checks, verify
 from sparkgate.optimizations import REGISTRY
 from sparkgate.phases import current_phase
@@ -36,6 +37,7 @@ from sparkgate.sentinel.http import serve
 from sparkgate.sentinel.state import CLOSED, OPEN, VERIFYING, WAITING, GateState
 
 log = logging.getLogger("sparkgate.sentinel")
+COLD_CHECK = "answers.cold_prefill"
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,10 @@ class Sentinel:
             key: RecheckContext(key, self.quick_client, config.period_s, self.expectations)
             for key in REGISTRY if key in self.expectations.get("requested", [])
         }
+        # Every profile: one question of the answer set at a time, when the engine is idle.
+        self.answers_context = RecheckContext("answers", self.quick_client, config.period_s, self.expectations)
         self.weights: dict | None = None  # /model_info identity of the weights at the last full verdict
+        self.cold_refusal: tuple[object, CheckResult] | None = None  # (startup_time, its failed cold check)
 
     # --- secrets ------------------------------------------------------------------------------
     def _known_secrets(self) -> tuple[str, ...]:
@@ -93,6 +98,7 @@ class Sentinel:
         engine_log = logs.from_file(self.config.log_file)
         verdict = verify(self.config.engine_url, self.expectations, engine_log, api_key=self.api_key,
                          admin_key_file=self.config.admin_key_file)
+        self._keep_cold_refusal(verdict)
         suite_env = {
             "SPARKGATE_BUNDLE": str(self.config.bundle_dir),
             "SPARKGATE_INFRA_CONTEXT": "sentinel",
@@ -132,6 +138,25 @@ class Sentinel:
             self.state.set(CLOSED, "verification failed: " + ", ".join(failing[:8]))
             log.warning("gate CLOSED: %s", ", ".join(failing))
         return passed
+
+    def _keep_cold_refusal(self, verdict: Verdict) -> None:
+        """A cold first request answered wrong stays a refusal for that engine start. A retry cannot ask it cold
+        again (the engine is warm now and would pass), so it carries the first verdict's failure until the
+        engine restarts (a new `startup_time`), when the cold request is asked afresh."""
+        startup = verdict.engine.get("startup_time")
+        cold = next((c for c in verdict.checks if c.name == COLD_CHECK), None)
+        if cold is not None and not cold.passed and startup is not None:
+            if self.cold_refusal is None or self.cold_refusal[0] != startup:
+                self.cold_refusal = (startup, cold)
+            return
+        if self.cold_refusal is None or self.cold_refusal[0] != startup or cold is None:
+            self.cold_refusal = None
+            return
+        first = self.cold_refusal[1]
+        kept = failed(COLD_CHECK, first.observed, first.expected, first.source + " (this engine start's first)",
+                      "this engine start's cold first request was answered wrong; a retry is warm and cannot prove "
+                      "the cold path, so the refusal stands until the engine restarts. " + first.hint)
+        verdict.checks = [kept if c.name == COLD_CHECK else c for c in verdict.checks]
 
     def _verification_start(self) -> tuple[str, str]:
         """The state while a full verification runs. A retry after a refusal stays `closed`: the last verdict
@@ -194,12 +219,16 @@ class Sentinel:
             ctx.client = self.quick_client  # the client of this moment (tests swap in a fake engine)
             ctx.state = {}
             REGISTRY[key].start_rechecks(ctx)
+        self.answers_context.client, self.answers_context.state = self.quick_client, {}
+        answers.start_rechecks(self.answers_context)
 
     def module_rechecks(self) -> list[CheckResult]:
         results: list[CheckResult] = []
         for key, ctx in self.module_contexts.items():
             ctx.client = self.quick_client
             results.extend(REGISTRY[key].rechecks(ctx))
+        self.answers_context.client = self.quick_client
+        results.extend(answers.rechecks(self.answers_context))
         return results
 
     @staticmethod

@@ -153,7 +153,7 @@ def down(c, profile=None, target=None, port=None, project=None, out=None, volume
     print(f"removed {stack.name}")
 
 
-@sparkgate_task("verify", help={"profile": "profile name or YAML path", "engine_url": "the engine's own URL", "log_file": "engine log file", "container": "read the log with docker logs", "json_out": "write the verdict JSON here", "target": "spark or sim", "time_scale": "simulator time scale", "expectations": "a rendered expectations.json instead of --profile", "api_key_file": "the engine's API key file", "admin_key_file": "the engine's SGLang admin key file (adds engine.admin_key_enforced)", "no_calibrate": "skip calibration (never passes)"})
+@sparkgate_task("verify", help={"profile": "profile name or YAML path", "engine_url": "the engine's own URL", "log_file": "engine log file", "container": "read the log with docker logs", "json_out": "write the verdict JSON here", "target": "spark or sim", "time_scale": "simulator time scale", "expectations": "a rendered expectations.json instead of --profile", "api_key_file": "the engine's API key file", "admin_key_file": "the engine's SGLang admin key file (adds engine.admin_key_enforced)", "no_calibrate": "skip the answers and calibration (never passes)"})
 def verify(c, engine_url=None, profile=None, expectations=None, log_file=None, container=None, json_out=None,
            target="spark", time_scale=None, api_key_file=None, admin_key_file=None, no_calibrate=False):
     """Prove from runtime evidence that the profile's optimizations engaged (exit 1 if not)."""

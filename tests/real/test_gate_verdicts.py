@@ -236,3 +236,28 @@ def test_the_shipped_profile_refuses_the_tiny_model_as_not_ling_3(nextn_on_verdi
     assert not checks["engine.identity"].passed  # 0.5.23, not the fork's version
     assert checks["engine.identity"].observed["version"] == SGLANG_VERSION
     assert not nextn_on_verdicts["nextn on / all-three as shipped"].passed
+
+
+# --- answers: a random-weight engine is engaged and wrong ---------------------------------------------------
+
+
+def test_a_random_weight_engine_is_engaged_and_refused_by_the_answers_checks(dense_verdicts):
+    """The tiny checkpoint has random weights: it serves, its configuration and probe checks pass, and what it
+    says is nonsense. The answers checks are the only ones that can see that."""
+    checks = gate.by_name(dense_verdicts["reference"])
+    assert checks["engine.probe_report"].passed and checks["engine.identity"].passed
+    correct, cold = checks["answers.correct"], checks["answers.cold_prefill"]
+    assert not correct.passed and not cold.passed
+    assert correct.observed["right"] <= 1 and len(correct.observed["wrong"]) >= correct.observed["of"] - 1
+    for wrong in correct.observed["wrong"]:  # each question shown with its expected and the real received text
+        assert wrong["question"] and wrong["expected"] and isinstance(wrong["received"], str)
+        assert not wrong["received"].startswith("POST ")  # answered, not an error
+    assert dense_verdicts["reference"].as_dict()["answers"]["set_version"] == 1
+
+
+def test_greedy_replies_repeat_on_the_real_engine_with_and_without_speculation(dense_verdicts, nextn_on_verdicts):
+    """The repeatability check does not refuse a healthy real engine: greedy decoding gives the same text cold and
+    warm, with SGLang's NEXTN speculation on too (test_engine_starts.py proves it equals the non-speculative text)."""
+    for verdict in (dense_verdicts["reference"], *nextn_on_verdicts.values()):
+        check = gate.by_name(verdict)["answers.greedy_repeatable"]
+        assert check.passed, check.observed

@@ -170,3 +170,13 @@ def test_docker_compose_sees_exactly_the_intended_launch(tmp_path, value, field)
     assert sorted(v["target"] for v in engine["volumes"]) == sorted(
         v.rsplit(":", 2)[1] if v.endswith(":ro") else v.rsplit(":", 1)[1] for v in _expected_volumes(loaded, "sim")
     )
+
+
+@pytest.mark.parametrize("character", ["\x85", "\u2028", "\u2029", "\u202e"])
+@pytest.mark.parametrize("field", ["sglang.extra_args", "description"])
+def test_a_raw_character_yaml_would_fold_is_refused_before_yaml_reads_it(tmp_path, field, character):
+    """YAML folds a raw U+0085/U+2028/U+2029 inside a quoted value into a space: checked after parsing, the value
+    would be a different, harmless-looking one (found by the property test above)."""
+    loaded, refusal = _load_or_refusal(tmp_path, field, f"a{character}b")
+    assert loaded is None and _field_named(field, refusal), refusal
+    assert f"U+{ord(character):04X}" in refusal and len(refusal.splitlines()) == 1

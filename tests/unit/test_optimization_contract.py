@@ -101,13 +101,14 @@ def test_every_module_exposes_the_whole_contract(key):
     assert (catalog.README.parent / module.DOCS).is_file()
 
 
-def test_every_declared_check_is_rechecked_or_declared_log_or_calibration_only():
+def test_every_declared_check_is_rechecked_or_declared_log_answers_or_calibration_only():
     table = catalog.declared()
-    assert len(table) >= 30  # common + three optimizations + re-check-only: the catalog sees all of them
+    assert len(table) >= 30  # common + answers + the optimizations + re-check-only: the catalog sees all of them
     for entry in table.values():
-        assert entry.stage.rechecked or entry.stage in (Stage.ENGINE_LOG, Stage.CALIBRATION), entry
-    assert {"engine.log", "mtp.accept_length", "humming.log_signature"} <= {
+        assert entry.stage.rechecked or entry.stage in (Stage.ENGINE_LOG, Stage.ANSWERS, Stage.CALIBRATION), entry
+    assert {"engine.log", "answers.correct", "mtp.accept_length", "humming.log_signature"} <= {
         name for name, entry in table.items() if not entry.stage.rechecked}
+    assert table["answers.correct"].runs_for == "every profile"
 
 
 def test_every_emitted_check_is_declared():
@@ -129,7 +130,7 @@ def test_every_emitted_check_is_declared():
 def test_an_undeclared_check_fails_closed_and_is_rechecked(monkeypatch):
     stray = checked("engine.stray", True, 1, 1, "test", "a check nobody declared")
     monkeypatch.setattr(common, "run", lambda ev: [stray])
-    [result] = run_checks(Evidence(expectations={"requested": []}))
+    [result] = [c for c in run_checks(Evidence(expectations={"requested": []})) if c.name == "engine.stray"]
     assert stage_of(result) is None and rechecked(result)
     assert result.passed is False and "declares no stage" in result.hint
 
@@ -154,7 +155,7 @@ def test_the_new_optimization_appears_in_the_catalog(noop_registered):
     rows = {line.split("|")[1].strip(" `"): line for line in catalog.render().splitlines() if line.startswith("| `")}
     assert "2. identity and configuration | yes | `optimizations.noop.enabled` | [noop.md](noop.md)" in rows[
         "noop.config_echo"]
-    assert "6. calibration | no" in rows["noop.calibrated"] and "sentinel re-check | yes" in rows["noop.watch"]
+    assert "7. calibration | no" in rows["noop.calibrated"] and "sentinel re-check | yes" in rows["noop.watch"]
 
 
 def test_the_new_optimization_is_in_the_profile_and_expectations(noop_profile):

@@ -146,7 +146,8 @@ def test_missing_evidence_fails_closed(make_sentinel, break_it):
     sentinel.module_rechecks()
     if break_it == "metrics_gone":
         engine.metrics_up = False
-        assert failing(sentinel.module_rechecks()) == {"sentinel.accept_counters"}
+        # Both re-checks that read the counters fail: acceptance, and the idleness the answer probe waits for.
+        assert failing(sentinel.module_rechecks()) == {"sentinel.accept_counters", "sentinel.answer_probe"}
     else:
         engine.probe_accept = None
         assert failing(sentinel.module_rechecks()) == {"sentinel.accept_probe"}
@@ -197,3 +198,26 @@ def test_a_retry_after_a_refusal_stays_closed_and_names_what_refused(make_sentin
         "closed", "verifying again; the last verdict refused the engine (infra or smoke suite); the gate stays closed")
     sentinel.state.full = {"passed": True, "verification": {"checks": []}}  # re-verifying an admitted engine
     assert sentinel._verification_start()[0] == "verifying"
+
+
+def test_a_cold_prefill_refusal_stands_for_that_engine_start_until_it_restarts(make_sentinel):
+    """The retry is warm and would pass the cold question: the first verdict's cold failure is carried forward
+    for the same engine start, and dropped once the engine restarted (its cold request is asked afresh)."""
+    from sparkgate.evidence.results import CheckResult, Verdict
+
+    def verdict(startup: str, cold_passed: bool) -> Verdict:
+        cold = CheckResult("answers.cold_prefill", cold_passed, {"received": "1, 2, 31"}, "right", "chat", "hint")
+        other = CheckResult("answers.correct", True, {}, "", "chat", "")
+        return Verdict("all-three", "http://engine:30000", "now", [cold, other], engine={"startup_time": startup})
+
+    sentinel = make_sentinel(FakeEngine())
+    first = verdict("t1", cold_passed=False)
+    sentinel._keep_cold_refusal(first)
+    retry = verdict("t1", cold_passed=True)
+    sentinel._keep_cold_refusal(retry)
+    kept = {c.name: c for c in retry.checks}["answers.cold_prefill"]
+    assert not retry.passed and kept.observed == {"received": "1, 2, 31"}
+    assert "until the engine restarts" in kept.hint and kept.source.endswith("(this engine start's first)")
+    restarted = verdict("t2", cold_passed=True)
+    sentinel._keep_cold_refusal(restarted)
+    assert restarted.passed and sentinel.cold_refusal is None

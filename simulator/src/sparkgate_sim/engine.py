@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkgate.sglang import conformance as C
-from sparkgate_sim import faults, reasoning, sglang_env, textgen, timing, workload
+from sparkgate_sim import answers, faults, reasoning, sglang_env, textgen, timing, workload
 from sparkgate_sim.cli import EngineArgs
 from sparkgate_sim.dspark_records import InfoRecords, ragged_verify_mode
 from sparkgate_sim.engagement import Engaged, decide, probe_report
@@ -47,6 +47,8 @@ class GenRequest:
     stop: tuple[str, ...] = ()
     rid: str = field(default_factory=lambda: uuid.uuid4().hex)
     require_reasoning: bool = False  # chat with a reasoning parser: meta_info counts reasoning_tokens
+    question: str | None = None  # where a question is looked for (chat: the last user message); None: prompt_key
+    ignore_eos: bool = False  # sampling's ignore_eos: no EOS, so no early stop after an answer either
 
 
 @dataclass
@@ -173,6 +175,7 @@ class Engine:
         self.last_gen_throughput = 0.0
         self.ready_at: float | None = None
         self.humming_line_pending = False  # --skip-server-warmup without graphs: the first request's forward logs it
+        self.cold_garble_pending = False  # cold-prefill-garble: armed at ready, consumed by the first request served
 
     def start(self) -> None:
         with self._lock:
@@ -216,6 +219,8 @@ class Engine:
             self.startup_time = startup_time
             self.state = READY
             self.ready_at = time.monotonic()
+            # Armed only now: the startup's own warmup forward and health polls never consume it.
+            self.cold_garble_pending = self.board.loaded_with(faults.COLD_PREFILL_GARBLE)
         crash = self.board.runtime(faults.CRASH_AFTER_READY)
         if crash is not None and crash.in_seconds:
             threading.Thread(target=self._crash_later, args=(epoch, crash.count()), daemon=True).start()
@@ -369,7 +374,12 @@ class Engine:
             nominal=timing.nominal_accept_length(engaged.dspark, kind),
         )
         thinks = textgen.model_thinks(req.prompt_key)
-        limit = req.max_new_tokens if req.max_new_tokens is not None else textgen.natural_length(seed, thinks)
+        answer = self._answer_words(req)
+        natural = textgen.natural_length(seed, thinks, answer)
+        if answer is not None:  # the model stops at EOS after the answer, unless the budget ends first
+            limit = natural if req.max_new_tokens is None else min(req.max_new_tokens, natural)
+        else:
+            limit = req.max_new_tokens if req.max_new_tokens is not None else natural
         limit = max(1, limit)
         phase = (seed % 997) / 997.0  # where in the 2-2-3 pattern this request starts
         self.log.scheduler(prefill_line(req.prompt_tokens, self.queued, self._usage(req.prompt_tokens)))
@@ -384,7 +394,7 @@ class Engine:
         sim_elapsed = ttft
         self._sleep_until(start, sim_elapsed, epoch)
         code = kind == workload.CODE
-        first_word, first_id = textgen.output_token(seed, 0, thinks, code)
+        first_word, first_id = textgen.output_token(seed, 0, thinks, code, answer)
         words, ids = [first_word], [first_id]
         new = list(words)  # the tokens the latest chunk adds
         itl_samples: list[tuple[float, int]] = []
@@ -416,7 +426,7 @@ class Engine:
             dt = speed.verify_step_s(k) if spec else speed.plain_step_s()
             sim_elapsed += dt
             self._sleep_until(start, sim_elapsed - sim_elapsed_at_anchor, epoch)
-            emitted = [textgen.output_token(seed, len(words) + i, thinks, code) for i in range(k)]
+            emitted = [textgen.output_token(seed, len(words) + i, thinks, code, answer) for i in range(k)]
             new = [token for token, _ in emitted]
             ids.extend(token_id for _, token_id in emitted)
             words.extend(new)
@@ -428,7 +438,10 @@ class Engine:
                 histogram[k - 1] += 1
             self._after_decode_step(k, dt, spec, engaged, req.prompt_tokens + len(words))
             step += 1
-        if stop_hit is None and req.max_new_tokens is None:
+        # EOS: no budget, or an answer that ended before the budget did (an answer exactly as long as the
+        # budget is cut there: the length check comes first, as in SGLang's Req.check_finished).
+        eos = req.max_new_tokens is None or (answer is not None and len(words) < req.max_new_tokens)
+        if stop_hit is None and eos:
             finish = {"type": "stop", "matched": textgen.EOS_TOKEN_ID}
         elif stop_hit is not None:
             finish = {"type": "stop", "matched": stop_hit}
@@ -459,6 +472,21 @@ class Engine:
             meta["response_sent_to_client_ts"] = clock.final_sent_ts()
         self._finish(req, len(words), verify_ct, queued_sim + ttft, itl_samples, e2e)
         yield Chunk(words, ids, new, True, meta, text)
+
+    def _answer_words(self, req: GenRequest) -> tuple[str, ...] | None:
+        """The answer the model writes to a recognised question (the faults' wrong one when garbled), or None.
+        The first request served after ready consumes cold-prefill-garble, question or not; with ignore_eos
+        the request decodes its whole budget as any other prompt does (no answer is written)."""
+        with self._lock:
+            cold, self.cold_garble_pending = self.cold_garble_pending, False
+        if req.ignore_eos:
+            return None
+        found = answers.answer(req.question if req.question is not None else req.prompt_key)
+        if found is None:
+            return None
+        if cold or self.board.runtime(faults.ANSWERS_GARBLED) is not None:
+            return found.garbled()
+        return found.words
 
     def _sleep_until(self, start: float, sim_offset: float, epoch: int) -> None:
         """Absolute schedule: sleep errors never accumulate across the steps of a request."""

@@ -29,6 +29,10 @@ PROBE_MISSING = "probe-missing"
 DSPARK_DRAFT_GRAPH_DISABLED = "dspark-draft-graph-disabled"
 DSPARK_PROPOSAL_EAGER = "dspark-proposal-eager"
 DSPARK_DRAFTER_MISSING = "dspark-drafter-missing"
+# Wrong answers at full speed (answers.py writes the plausible wrong answer): every answered question
+# (runtime), or only the first generation request after ready (load time: a cold-path kernel).
+ANSWERS_GARBLED = "answers-garbled"
+COLD_PREFILL_GARBLE = "cold-prefill-garble"
 
 LOAD_TIME = frozenset(
     {
@@ -43,9 +47,10 @@ LOAD_TIME = frozenset(
         DSPARK_DRAFT_GRAPH_DISABLED,
         DSPARK_PROPOSAL_EAGER,
         DSPARK_DRAFTER_MISSING,
+        COLD_PREFILL_GARBLE,
     }
 )
-RUNTIME = frozenset({CRASH_AFTER_READY, DEGRADE_AFTER, PROBE_MISSING})
+RUNTIME = frozenset({CRASH_AFTER_READY, DEGRADE_AFTER, PROBE_MISSING, ANSWERS_GARBLED})
 ALL = LOAD_TIME | RUNTIME
 
 # Faults that take a `:N` parameter, and their value when it is omitted.

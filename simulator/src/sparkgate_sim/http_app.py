@@ -241,6 +241,7 @@ class SimHandler(BaseHTTPRequestHandler):
             stream=bool(body.get("stream")),
             stop=(stop,) if isinstance(stop, str) else tuple(stop),
             rid=body.get("rid") or _rid(),
+            ignore_eos=bool(sampling.get("ignore_eos")),
         )
         chunks = self.engine.generate(req)
         if not req.stream:

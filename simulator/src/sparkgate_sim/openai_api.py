@@ -49,7 +49,19 @@ def completion_request(body: dict) -> GenRequest:
     else:
         raise BadRequest("prompt must be a string, a list of one string, or a list of token ids")
     max_tokens = body.get("max_tokens", COMPLETIONS_DEFAULT_MAX_TOKENS)
-    return GenRequest(key, count, max_tokens, _sampling(body), bool(body.get("stream")), _stop(body))
+    return GenRequest(key, count, max_tokens, _sampling(body), bool(body.get("stream")), _stop(body),
+                      ignore_eos=bool(body.get("ignore_eos")))
+
+
+def _last_user_text(messages: list) -> str:
+    """The text of the last user message (content parts joined), where a question is looked for."""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role", "user") == "user":
+            content = message.get("content") or ""
+            if isinstance(content, list):
+                content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+            return str(content)
+    return ""
 
 
 def chat_request(body: dict, reasoning_parser: str | None = None) -> GenRequest:
@@ -65,7 +77,8 @@ def chat_request(body: dict, reasoning_parser: str | None = None) -> GenRequest:
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     return GenRequest(
         rendered, textgen.count_tokens(rendered), max_tokens, _sampling(body), bool(body.get("stream")), _stop(body),
-        require_reasoning=reasoning_parser is not None,
+        require_reasoning=reasoning_parser is not None, question=_last_user_text(messages),
+        ignore_eos=bool(body.get("ignore_eos")),
     )
 
 

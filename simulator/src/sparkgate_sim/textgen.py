@@ -15,6 +15,12 @@ output split on whitespace still gives back exactly `completion_tokens`.
 A prompt that asks for code (workload.py) is answered from a second vocabulary of Python tokens
 ("def", "return", "range(", ...), so a code answer looks like code; still one whitespace-free word per
 token, with ids after the pseudo-words' (the tokenizer files carry both).
+
+A short question the simulator recognises (answers.py: arithmetic, unit conversions, a few facts, counting)
+is answered right: the answer's words ("85"; "1," "2," ... "24" for a list) are the output tokens where the
+answer goes (at once with thinking off, after `</think>` with thinking on), then the model stops at EOS.
+An answer word that is no vocabulary word gets an id of its own past both vocabularies (ANSWER_TOKEN_ID_OFFSET
+plus a hash of the word), which the tokenizer files do not list.
 """
 
 from __future__ import annotations
@@ -38,6 +44,10 @@ CODE_VOCAB: tuple[str, ...] = (
     "sum(", "list(", "dict(", "set(", "str(", "int(", "break", "continue", "pass", "lambda", "yield", "#",
 )
 CODE_TOKEN_ID_OFFSET = TOKEN_ID_OFFSET + VOCAB_SIZE
+ANSWER_TOKEN_ID_OFFSET = CODE_TOKEN_ID_OFFSET + len(CODE_VOCAB)  # answer words that no vocabulary holds
+ANSWER_TOKEN_ID_SPAN = 100_000
+_VOCAB_IDS = {w: TOKEN_ID_OFFSET + i for i, w in enumerate(VOCAB)}
+_CODE_IDS = {w: CODE_TOKEN_ID_OFFSET + i for i, w in enumerate(CODE_VOCAB)}
 EOS_TOKEN_ID = 1
 THINK_START, THINK_END = "<think>", "</think>"
 THINK_TOKEN_IDS = {THINK_START: 3, THINK_END: 4}
@@ -114,11 +124,31 @@ def _tag_at(seed: int, position: int, thinks: bool) -> str | None:
     return None
 
 
-def output_token(seed: int, position: int, thinks: bool = False, code: bool = False) -> tuple[str, int]:
-    """(token text, token id) the model writes at `position` (from the code vocabulary when `code`)."""
+def answer_start(seed: int, thinks: bool) -> int:
+    """The position of an answer's first token: right after `</think>` when the model thinks."""
+    return reasoning_length(seed) + 2 if thinks else 0
+
+
+def answer_token_id(text: str) -> int:
+    """A vocabulary word keeps its id; any other answer word gets a stable id of its own."""
+    known = _VOCAB_IDS.get(text, _CODE_IDS.get(text))
+    if known is not None:
+        return known
+    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=4).digest()
+    return ANSWER_TOKEN_ID_OFFSET + int.from_bytes(digest, "big") % ANSWER_TOKEN_ID_SPAN
+
+
+def output_token(
+    seed: int, position: int, thinks: bool = False, code: bool = False, answer: tuple[str, ...] | None = None,
+) -> tuple[str, int]:
+    """(token text, token id) the model writes at `position` (from the code vocabulary when `code`; the
+    answer's words where the answer goes when the prompt is a question it answers)."""
     tag = _tag_at(seed, position, thinks)
     if tag is not None:
         return tag, THINK_TOKEN_IDS[tag]
+    if answer is not None and position >= answer_start(seed, thinks):
+        text = answer[position - answer_start(seed, thinks)]
+        return text, answer_token_id(text)
     if code:
         index = token_index(seed, position) % len(CODE_VOCAB)
         return CODE_VOCAB[index], CODE_TOKEN_ID_OFFSET + index
@@ -130,7 +160,9 @@ def render_output(tokens: Iterable[str]) -> str:
     return "".join(_TAG_TEXT.get(t, " " + t) for t in tokens)
 
 
-def natural_length(seed: int, thinks: bool = False) -> int:
-    """How many tokens the 'model' writes before EOS when the request sets no token limit."""
-    answer = 16 + seed % 48
-    return answer + (reasoning_length(seed) + 2 if thinks else 0)
+def natural_length(seed: int, thinks: bool = False, answer: tuple[str, ...] | None = None) -> int:
+    """How many tokens the 'model' writes before EOS (a question's answer: up to its last word)."""
+    if answer is not None:
+        return answer_start(seed, thinks) + len(answer)
+    words = 16 + seed % 48
+    return words + (reasoning_length(seed) + 2 if thinks else 0)

@@ -59,6 +59,9 @@ def test_reproduces_configured_speed_and_accept_length(start_profile, tmp_path, 
     assert run.summary["complete"] and run.summary["environment"]["engine"]["version"] == "0.5.23"
     assert run.summary["protocol"]["tokens_from"] == "meta_info.completion_tokens"
     assert 0.4 < run.summary["roofline"]["fraction_of_estimate"] < 0.9
+    # the arith workload is scored, but the simulator's pseudo-word answers are not a measurement
+    assert numbers["accuracy"] is None and numbers["accuracy_not_measured"] == "simulator"
+    assert "accuracy n/a (simulator)" in bench_run._one_line(run.summary)
 
 
 def test_chat_api_counts_usage_tokens_not_chunks(start_profile, tmp_path):

@@ -133,7 +133,9 @@ def test_thinking_off_still_lands_in_reasoning_content_with_deepseek_r1(start_pr
     sim = start_profile("baseline")
     off = _chat(sim, THINKING_OFF, max_tokens=16)
     message = off["choices"][0]["message"]
-    assert message["content"] == "" and len(message["reasoning_content"].split()) == 16
+    # The prompt is a question the simulated model answers (answers.py): 12 times 17, then EOS.
+    assert message["content"] == "" and message["reasoning_content"].split() == ["204"]
+    assert off["choices"][0]["finish_reason"] == "stop" and off["usage"]["completion_tokens"] == 1
     raw = _chat(sim, {**THINKING_OFF, "separate_reasoning": False}, max_tokens=16)["choices"][0]["message"]
     assert raw["content"].split() == message["reasoning_content"].split() and "<think>" not in raw["content"]
     again = _chat(sim, {**THINKING_OFF, "separate_reasoning": False}, max_tokens=16)["choices"][0]["message"]

@@ -1,0 +1,299 @@
+"""The answers stage: the engine must still answer correctly, cold, greedy, and like this host's baseline.
+
+Asked through the chat route a client uses (`POST /v1/chat/completions`), temperature 0, thinking off
+(`chat_template_kwargs.enable_thinking: false`) with `separate_reasoning: false`, so the raw reply is the
+`content` however the reasoning parser is set (SGLang's serving_chat.py). Order matters:
+
+1. the set's `repeat` question goes first, before anything else the gate sends warms the engine (some
+   kernels garble only the cold first prefill): `answers.cold_prefill`;
+2. every other question once: `answers.correct`, at most the set's `max_wrong` wrong;
+3. the `repeat` question again, now warm: greedy decoding (speculative included, which is lossless at
+   temperature 0) must give the same text: `answers.greedy_repeatable`;
+4. with a baseline recorded on this host (`invoke bench --profile baseline --record-floor` keeps the
+   baseline verdict's answers), a stacked profile's answers must agree with the baseline's on at least the
+   set's `baseline_agreement_min` share: `answers.baseline_agreement`.
+
+After admission the sentinel asks one question at a time, rotating through the set, on the same idle rule
+as the MTP acceptance probe: `sentinel.answer_probe` (see `start_rechecks` / `rechecks`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+from sparkgate.evidence import answer_set as answer_set_mod
+from sparkgate.evidence import metrics as metrics_mod
+from sparkgate.evidence.answer_set import AnswerSet, Question
+from sparkgate.evidence.client import EngineClient, EngineUnreachable
+from sparkgate.evidence.recheck import RecheckContext
+from sparkgate.evidence.results import CheckResult, checked, failed
+from sparkgate.evidence.stages import Stage
+from sparkgate.sglang import conformance as C
+
+DOCS = "answers.md"
+CHECKS = {
+    "answers.cold_prefill": Stage.ANSWERS,
+    "answers.correct": Stage.ANSWERS,
+    "answers.greedy_repeatable": Stage.ANSWERS,
+    "answers.baseline_agreement": Stage.ANSWERS,
+    "sentinel.answer_probe": Stage.RECHECK_ONLY,
+}
+
+CHAT_ROUTE = "/v1/chat/completions"
+# Thinking off, raw text back: what tests/smoke asks too (serving_chat.py: chat_template_kwargs, separate_reasoning).
+RAW_ANSWER = {"chat_template_kwargs": {C.string_("chat_enable_thinking"): False}, "separate_reasoning": False}
+REQUEST_TIMEOUT_S = 60.0  # engine seconds for one short answer; far above a Spark's (well under 5 s)
+# An idle engine is asked one question every 6 periods (30 s at the default 5 s period). Only on that clock,
+# never "after client traffic": the MTP probe's tokens would read as traffic here, and this probe's as traffic
+# there, and the two would then keep a batch-1 engine busy every period.
+PROBE_EVERY_PERIODS = 6
+GENERATION_TOKENS = C.metric("generation_tokens")
+SHOWN_CHARS = 120
+
+
+@dataclass
+class Reply:
+    id: str
+    question: str
+    expected: str
+    text: str | None = None
+    extracted: str | None = None
+    correct: bool = False
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    elapsed_s: float | None = None  # engine time
+    error: str | None = None
+
+    def shown(self) -> dict:
+        received = self.error if self.error else _clip(self.text or "")
+        return {"question": self.question, "expected": self.expected, "received": received,
+                "read_as": self.extracted}
+
+
+@dataclass
+class AnswersResult:
+    set_version: int
+    cold: Reply
+    replies: list[Reply] = field(default_factory=list)
+    warm: Reply | None = None
+    elapsed_s: float = 0.0  # engine time
+    version_problem: str | None = None
+
+    def wrong(self) -> list[Reply]:
+        return [r for r in self.replies if not r.correct]
+
+    def every_reply(self) -> list[Reply]:
+        return [self.cold, *self.replies]
+
+    def as_dict(self) -> dict:
+        return {"set_version": self.set_version, "elapsed_s": round(self.elapsed_s, 3),
+                "right": sum(r.correct for r in self.replies), "of": len(self.replies),
+                "cold": asdict(self.cold), "replies": [asdict(r) for r in self.replies],
+                "warm": asdict(self.warm) if self.warm else None,
+                # What a baseline record keeps of this verdict (floor.json), by question id.
+                "read_as": {r.id: r.extracted for r in self.every_reply()}}
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
+
+
+def ask(client: EngineClient, model: str, answers: AnswerSet, question: Question, scale: float,
+        timeout_s: float | None = None) -> Reply:
+    """One question through the chat route; the reply judged against the set's answer. `timeout_s` is wall
+    time (default: REQUEST_TIMEOUT_S of engine time)."""
+    reply = Reply(id=question.id, question=question.prompt, expected=question.answer)
+    body = {"model": model, "messages": [{"role": "user", "content": answers.message(question)}],
+            "temperature": 0, "max_tokens": question.max_tokens, "stream": False, **RAW_ANSWER}
+    started = time.monotonic()
+    try:
+        response = client.post_json(CHAT_ROUTE, body, timeout=timeout_s or max(5.0, REQUEST_TIMEOUT_S * scale))
+    except EngineUnreachable as exc:
+        reply.error = str(exc)
+        return reply
+    finally:
+        reply.elapsed_s = round((time.monotonic() - started) / scale, 3)
+    try:
+        choice = response["choices"][0]
+        content = choice["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        reply.error = "no choices[0].message.content in the chat response"
+        return reply
+    if not isinstance(content, str):
+        reply.error = f"choices[0].message.content is {type(content).__name__}, not text"
+        return reply
+    reply.text = content
+    reply.finish_reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+    usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
+    tokens = usage.get("completion_tokens")
+    reply.completion_tokens = tokens if isinstance(tokens, int) else None
+    reply.extracted = answer_set_mod.extract(question.kind, content)
+    reply.correct = answer_set_mod.judge(question, content)
+    return reply
+
+
+def run(client: EngineClient, expectations: dict, scale: float) -> AnswersResult:
+    """The whole stage, cold question first. Call it before any other request of the verification."""
+    answers = answer_set_mod.load()
+    model = expectations["engine"]["served_model_name"]
+    started = time.monotonic()
+    result = AnswersResult(set_version=answers.set_version, cold=ask(client, model, answers, answers.repeat, scale))
+    wanted = (expectations.get("answers") or {}).get("set_version")
+    if wanted != answers.set_version:
+        result.version_problem = (f"the bundle expects answer set {wanted}, this sparkgate ships set "
+                                  f"{answers.set_version}")
+    for question in answers.questions:
+        result.replies.append(ask(client, model, answers, question, scale))
+    result.warm = ask(client, model, answers, answers.repeat, scale)
+    result.elapsed_s = (time.monotonic() - started) / scale
+    return result
+
+
+# --- checks -------------------------------------------------------------------------------------------
+
+LIKELY_GARBLE = (
+    "engaged kernels that emit wrong tokens at full speed: an MoE kernel path the checkpoint does not suit "
+    "(Humming / Marlin on a quantization it mishandles), a missing SM12x fix in the engine build (SwigluStep "
+    "clamp on the CUTLASS path), an FP8 head quantized from the wrong weights, or a draft whose verify step "
+    "corrupts accepted tokens. Fix: deploy the baseline profile on this host; if it answers right, disable "
+    "the optimizations one at a time (profiles/humming.yaml, fp8-lm-head.yaml, mtp.yaml) to find the one"
+)
+
+
+def checks(answers: AnswersResult | None, expectations: dict) -> list[CheckResult]:
+    source = f"POST {CHAT_ROUTE} (temperature 0, thinking off), answer set"
+    if answers is None:
+        hint = "no answers were asked (engine unhealthy, or `sparkgate verify --no-calibrate`): correctness is unproven"
+        return [failed(name, "not asked", "answers", source, hint)
+                for name in ("answers.cold_prefill", "answers.correct", "answers.greedy_repeatable")]
+    answer_set = answer_set_mod.load()
+    source = f"{source} v{answers.set_version}"
+    results = [_cold(answers, source), _correct(answers, answer_set, source), _repeatable(answers, source)]
+    baseline = (expectations.get("answers") or {}).get("baseline")
+    if baseline and expectations.get("requested"):
+        results.append(_agreement(answers, answer_set, baseline, source))
+    return results
+
+
+def _cold(answers: AnswersResult, source: str) -> CheckResult:
+    cold = answers.cold
+    return checked(
+        "answers.cold_prefill", cold.correct, {"right": cold.correct, **cold.shown()},
+        "the first request after start answered right", f"{source}: the first request the gate sends",
+        "the engine answered its cold first request wrong: kernels that garble only the cold prefill (a JIT "
+        "kernel compiled for the first shape, speculative decoding's first verify, a CUDA graph captured with "
+        "bad buffers). Later requests may look right, so smoke tests pass; this one does not. " + LIKELY_GARBLE,
+    )
+
+
+def _correct(answers: AnswersResult, answer_set: AnswerSet, source: str) -> CheckResult:
+    wrong = answers.wrong()
+    observed = {"right": len(answers.replies) - len(wrong), "of": len(answers.replies),
+                "wrong": [r.shown() for r in wrong]}
+    if answers.version_problem:
+        return failed("answers.correct", {"answer_set": answers.version_problem}, f"answer set {answers.set_version}",
+                      source, "the bundle was rendered by another sparkgate version: re-render and redeploy")
+    errors = [r for r in wrong if r.error]
+    hint = LIKELY_GARBLE
+    if errors:
+        hint = (f"{len(errors)} question(s) got no answer ({errors[0].error}): check `invoke logs`; the chat "
+                "route must answer within the request timeout")
+    return checked(
+        "answers.correct", len(wrong) <= answer_set.max_wrong, observed,
+        f"<= {answer_set.max_wrong} wrong of {len(answers.replies)} (answer set v{answers.set_version})", source, hint,
+    )
+
+
+def divergence(cold: str, warm: str) -> dict:
+    """Where two texts first differ, with a little of each around that point."""
+    at = next((i for i, (a, b) in enumerate(zip(cold, warm, strict=False)) if a != b), min(len(cold), len(warm)))
+    lo = max(0, at - 20)
+    return {"diverge_at_char": at, "cold": cold[lo: at + 30], "warm": warm[lo: at + 30],
+            "cold_chars": len(cold), "warm_chars": len(warm)}
+
+
+def _repeatable(answers: AnswersResult, source: str) -> CheckResult:
+    cold, warm = answers.cold, answers.warm
+    if warm is None or cold.text is None or warm.text is None:
+        return failed("answers.greedy_repeatable", {"cold": cold.error, "warm": warm.error if warm else "not asked"},
+                      "the same greedy reply twice", source, "one of the two requests got no answer: check `invoke logs`")
+    same = cold.text == warm.text
+    observed = f"identical ({cold.completion_tokens} tokens)" if same else divergence(cold.text, warm.text)
+    return checked(
+        "answers.greedy_repeatable", same, observed, "the cold and the warm greedy reply are the same text",
+        f"{source}: question {cold.id!r} asked first and last",
+        "greedy decoding gave two different replies to one prompt: at temperature 0 speculative decoding is "
+        "lossless, so a difference means a kernel that computes differently cold and warm, or a verify step "
+        "that splices a token. " + LIKELY_GARBLE,
+    )
+
+
+def _agreement(answers: AnswersResult, answer_set: AnswerSet, baseline: dict, source: str) -> CheckResult:
+    recorded = baseline.get("read_as") if isinstance(baseline.get("read_as"), dict) else {}
+    ours = {r.id: r.extracted for r in answers.every_reply()}
+    shared = [qid for qid in ours if qid in recorded]
+    differing = [{"question": qid, "baseline": recorded[qid], "this_profile": ours[qid]}
+                 for qid in shared if recorded[qid] != ours[qid]]
+    share = (len(shared) - len(differing)) / len(shared) if shared else 0.0
+    observed = {"agree": len(shared) - len(differing), "of": len(shared), "share": round(share, 3),
+                "differing": differing, "baseline_recorded_at": baseline.get("recorded_at")}
+    ok = baseline.get("set_version") == answers.set_version and bool(shared) and share >= answer_set.baseline_agreement_min
+    hint = ("this profile answers differently from the baseline engine measured on this host: " + LIKELY_GARBLE)
+    if baseline.get("set_version") != answers.set_version:
+        hint = (f"the recorded baseline answers are of answer set {baseline.get('set_version')}, not "
+                f"{answers.set_version}: re-record with `invoke bench --profile baseline --record-floor`")
+    return checked(
+        "answers.baseline_agreement", ok, observed,
+        f">= {answer_set.baseline_agreement_min:.0%} of the baseline's answers (the FP8 head may move a few)",
+        f"{source} vs the baseline verdict recorded with the floor", hint,
+    )
+
+
+# --- after admission ------------------------------------------------------------------------------------
+
+
+def _generated(client: EngineClient) -> float | None:
+    try:
+        return metrics_mod.total(metrics_mod.parse(client.get_text("/metrics")), GENERATION_TOKENS)
+    except EngineUnreachable:
+        return None
+
+
+def start_rechecks(ctx: RecheckContext) -> None:
+    """Right after a full verification (which just asked every question): the rotation starts afresh."""
+    ctx.state.update(next_index=0, previous_tokens=_generated(ctx.client), last_probe_at=time.monotonic())
+
+
+def rechecks(ctx: RecheckContext) -> list[CheckResult]:
+    """One question every PROBE_EVERY_PERIODS periods, when the engine is idle.
+
+    Idle is read from the generation counter (nothing generated over a whole period), as the MTP probe reads
+    it, so a client never queues behind a routine question at batch 1."""
+    state = ctx.state
+    tokens = _generated(ctx.client)
+    if tokens is None:
+        return [failed("sentinel.answer_probe", "counters unavailable", f"{GENERATION_TOKENS} in /metrics",
+                       "GET /metrics", "the engine's /metrics lost its generation counter (restart, or "
+                       "--enable-metrics missing): idleness cannot be read, so the gate closes")]
+    previous, state["previous_tokens"] = state.get("previous_tokens"), tokens
+    idle = previous is not None and tokens == previous
+    due = time.monotonic() - state.get("last_probe_at", 0.0) >= PROBE_EVERY_PERIODS * ctx.period_s
+    if not (idle and due):
+        return []
+    answer_set = answer_set_mod.load()
+    rotation = answer_set.every_question()
+    question = rotation[state.get("next_index", 0) % len(rotation)]
+    state["next_index"] = state.get("next_index", 0) + 1
+    scale = float(ctx.expectations.get("time_scale") or 1.0)
+    reply = ask(ctx.client, ctx.expectations["engine"]["served_model_name"], answer_set, question, scale,
+                timeout_s=max(2.0, ctx.period_s))  # a re-check finishes inside about one period
+    state.update(last_probe_at=time.monotonic(), previous_tokens=_generated(ctx.client))
+    return [checked(
+        "sentinel.answer_probe", reply.correct, {**reply.shown(), "question_id": reply.id},
+        f"the answer set's answer (v{answer_set.set_version}, one question per probe, rotating)",
+        f"POST {CHAT_ROUTE} (sentinel probe, temperature 0, thinking off)",
+        "the engine answered a fixed question wrong after admission (it answered the whole set right at its "
+        "verdict): weights, kernels or the draft changed behaviour while serving; the gate stays closed until a "
+        "fresh full verification passes. " + LIKELY_GARBLE,
+    )]
