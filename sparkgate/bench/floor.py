@@ -8,9 +8,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sparkgate.floor import FLOOR_ENV, FloorError, floor_path, recorded_baseline_tok_s, recorded_floor, store
+from sparkgate.floor import (
+    FLOOR_ENV,
+    FloorError,
+    floor_path,
+    recorded_baseline_answers,
+    recorded_baseline_tok_s,
+    recorded_floor,
+    store,
+)
 
-__all__ = ["FLOOR_ENV", "FloorError", "floor_path", "recorded_baseline_tok_s", "recorded_floor", "record"]
+__all__ = ["FLOOR_ENV", "FloorError", "floor_path", "recorded_baseline_answers", "recorded_baseline_tok_s", "recorded_floor",
+           "record"]
 
 MIN_REQUESTS = 8
 
@@ -48,7 +57,7 @@ def record(summary: dict, run_dir: Path, margin: float = 0.0) -> tuple[Path, dic
         "recorded_at": summary.get("finished_at"),
     }
     answers = (summary.get("environment", {}).get("gate") or {}).get("answers")
-    if answers and answers.get("read_as"):
+    if answers and answers.get("texts"):
         # The baseline engine's answers, from the verdict that admitted it: stacked profiles must agree.
         entry["answers"] = {**answers, "recorded_at": entry["recorded_at"]}
     return store(target, entry), entry

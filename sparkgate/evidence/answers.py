@@ -43,7 +43,10 @@ CHECKS = {
 CHAT_ROUTE = "/v1/chat/completions"
 # Thinking off, raw text back: what tests/smoke asks too (serving_chat.py: chat_template_kwargs, separate_reasoning).
 RAW_ANSWER = {"chat_template_kwargs": {C.string_("chat_enable_thinking"): False}, "separate_reasoning": False}
-REQUEST_TIMEOUT_S = 60.0  # engine seconds for one short answer; far above a Spark's (well under 5 s)
+REQUEST_TIMEOUT_S = 30.0  # engine seconds for one answer; far above a Spark's (under 5 s for the longest)
+# After admission a probe that gets no answer in time is skipped (a client may hold the batch-1 engine); this
+# many in a row fail the probe: an engine that answers no fixed question is not admitted traffic's engine.
+MAX_SKIPPED_PROBES = 3
 # An idle engine is asked one question every 6 periods (30 s at the default 5 s period). Only on that clock,
 # never "after client traffic": the MTP probe's tokens would read as traffic here, and this probe's as traffic
 # there, and the two would then keep a batch-1 engine busy every period.
@@ -64,11 +67,19 @@ class Reply:
     finish_reason: str | None = None
     elapsed_s: float | None = None  # engine time
     error: str | None = None
+    timed_out: bool = False
+
+    @property
+    def cut(self) -> bool:
+        """The reply ran into max_tokens instead of ending: a runaway reply, or thinking not disabled."""
+        return self.finish_reason == "length"
 
     def shown(self) -> dict:
         received = self.error if self.error else _clip(self.text or "")
-        return {"question": self.question, "expected": self.expected, "received": received,
-                "read_as": self.extracted}
+        shown = {"question": self.question, "expected": self.expected, "received": received, "read_as": self.extracted}
+        if self.cut:
+            shown["finish_reason"] = "length (cut at max_tokens)"
+        return shown
 
 
 @dataclass
@@ -91,8 +102,10 @@ class AnswersResult:
                 "right": sum(r.correct for r in self.replies), "of": len(self.replies),
                 "cold": asdict(self.cold), "replies": [asdict(r) for r in self.replies],
                 "warm": asdict(self.warm) if self.warm else None,
-                # What a baseline record keeps of this verdict (floor.json), by question id.
-                "read_as": {r.id: r.extracted for r in self.every_reply()}}
+                # What a baseline record keeps of this verdict (floor.json), by question id: the exact replies
+                # to the questions answered right, and how each reply was read.
+                "read_as": {r.id: r.extracted for r in self.every_reply()},
+                "texts": {r.id: r.text for r in self.every_reply() if r.correct}}
 
 
 def _clip(text: str) -> str:
@@ -111,6 +124,7 @@ def ask(client: EngineClient, model: str, answers: AnswerSet, question: Question
         response = client.post_json(CHAT_ROUTE, body, timeout=timeout_s or max(5.0, REQUEST_TIMEOUT_S * scale))
     except EngineUnreachable as exc:
         reply.error = str(exc)
+        reply.timed_out = exc.timed_out
         return reply
     finally:
         reply.elapsed_s = round((time.monotonic() - started) / scale, 3)
@@ -128,8 +142,9 @@ def ask(client: EngineClient, model: str, answers: AnswerSet, question: Question
     usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
     tokens = usage.get("completion_tokens")
     reply.completion_tokens = tokens if isinstance(tokens, int) else None
-    reply.extracted = answer_set_mod.extract(question.kind, content)
-    reply.correct = answer_set_mod.judge(question, content)
+    reply.correct, reply.extracted = answer_set_mod.read(question, content)
+    # A right answer ends by itself: "85 85 85 ..." up to max_tokens is decode garbage after a right first token.
+    reply.correct = reply.correct and reply.finish_reason == "stop"
     return reply
 
 
@@ -144,6 +159,11 @@ def run(client: EngineClient, expectations: dict, scale: float) -> AnswersResult
         result.version_problem = (f"the bundle expects answer set {wanted}, this sparkgate ships set "
                                   f"{answers.set_version}")
     for question in answers.questions:
+        if any(r.timed_out for r in result.every_reply()):
+            # Bounded: an engine that stopped answering is not waited on question after question.
+            result.replies.append(Reply(id=question.id, question=question.prompt, expected=question.answer,
+                                        error="not asked: an earlier question got no answer in time"))
+            continue
         result.replies.append(ask(client, model, answers, question, scale))
     result.warm = ask(client, model, answers, answers.repeat, scale)
     result.elapsed_s = (time.monotonic() - started) / scale
@@ -230,23 +250,28 @@ def _repeatable(answers: AnswersResult, source: str) -> CheckResult:
 
 
 def _agreement(answers: AnswersResult, answer_set: AnswerSet, baseline: dict, source: str) -> CheckResult:
-    recorded = baseline.get("read_as") if isinstance(baseline.get("read_as"), dict) else {}
-    ours = {r.id: r.extracted for r in answers.every_reply()}
-    shared = [qid for qid in ours if qid in recorded]
-    differing = [{"question": qid, "baseline": recorded[qid], "this_profile": ours[qid]}
+    """The exact replies, question by question, against the baseline engine's right replies on this host:
+    greedy decoding of the same prompt, so a healthy stack mostly writes the very same text."""
+    recorded = baseline.get("texts") if isinstance(baseline.get("texts"), dict) else {}
+    ours = {r.id: r.text for r in answers.every_reply()}
+    shared = [qid for qid in recorded if qid in ours and isinstance(recorded[qid], str)]
+    differing = [{"question": qid, "baseline": _clip(recorded[qid]), "this_profile": _clip(ours[qid] or "")}
                  for qid in shared if recorded[qid] != ours[qid]]
     share = (len(shared) - len(differing)) / len(shared) if shared else 0.0
     observed = {"agree": len(shared) - len(differing), "of": len(shared), "share": round(share, 3),
                 "differing": differing, "baseline_recorded_at": baseline.get("recorded_at")}
-    ok = baseline.get("set_version") == answers.set_version and bool(shared) and share >= answer_set.baseline_agreement_min
-    hint = ("this profile answers differently from the baseline engine measured on this host: " + LIKELY_GARBLE)
-    if baseline.get("set_version") != answers.set_version:
-        hint = (f"the recorded baseline answers are of answer set {baseline.get('set_version')}, not "
-                f"{answers.set_version}: re-record with `invoke bench --profile baseline --record-floor`")
+    same_set = baseline.get("set_version") == answers.set_version
+    ok = same_set and bool(shared) and share >= answer_set.baseline_agreement_min
+    hint = ("this profile's replies differ from the baseline engine's on this host (same questions, greedy): "
+            + LIKELY_GARBLE)
+    if not same_set or not shared:
+        hint = (f"the recorded baseline answers are of answer set {baseline.get('set_version')} (this sparkgate asks "
+                f"set {answers.set_version}) or hold no replies: re-record with `invoke bench --profile baseline "
+                "--record-floor`")
     return checked(
         "answers.baseline_agreement", ok, observed,
-        f">= {answer_set.baseline_agreement_min:.0%} of the baseline's answers (the FP8 head may move a few)",
-        f"{source} vs the baseline verdict recorded with the floor", hint,
+        f">= {answer_set.baseline_agreement_min:.0%} of the baseline's right replies, word for word (the FP8 head "
+        "may move a few)", f"{source} vs the baseline verdict recorded with the floor", hint,
     )
 
 
@@ -260,16 +285,24 @@ def _generated(client: EngineClient) -> float | None:
         return None
 
 
-def start_rechecks(ctx: RecheckContext) -> None:
-    """Right after a full verification (which just asked every question): the rotation starts afresh."""
-    ctx.state.update(next_index=0, previous_tokens=_generated(ctx.client), last_probe_at=time.monotonic())
+def start_rechecks(ctx: RecheckContext, admitted: dict | None = None) -> None:
+    """Right after a full verification, with the answers of its verdict (`AnswersResult.as_dict`): the rotation
+    starts afresh over the short questions that verdict answered right. One it answered wrong (a healthy engine
+    may phrase one answer in a way the judge does not read) is never asked again, so the probe cannot close a
+    gate the verdict opened on the very same reply."""
+    texts = (admitted or {}).get("texts") or {}
+    ctx.state.update(next_index=0, previous_tokens=_generated(ctx.client), last_probe_at=time.monotonic(),
+                     skipped=0, admitted_texts=texts,
+                     rotation=[q.id for q in answer_set_mod.load().questions if q.id in texts])
 
 
 def rechecks(ctx: RecheckContext) -> list[CheckResult]:
     """One question every PROBE_EVERY_PERIODS periods, when the engine is idle.
 
     Idle is read from the generation counter (nothing generated over a whole period), as the MTP probe reads
-    it, so a client never queues behind a routine question at batch 1."""
+    it, so a client rarely queues behind a question at batch 1: the questions asked here are the short ones
+    (a few tokens). A probe that gets no answer in time is skipped, since a client's long request may hold the
+    engine; MAX_SKIPPED_PROBES in a row fail."""
     state = ctx.state
     tokens = _generated(ctx.client)
     if tokens is None:
@@ -279,21 +312,37 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
     previous, state["previous_tokens"] = state.get("previous_tokens"), tokens
     idle = previous is not None and tokens == previous
     due = time.monotonic() - state.get("last_probe_at", 0.0) >= PROBE_EVERY_PERIODS * ctx.period_s
+    rotation = state.get("rotation") or []
     if not (idle and due):
         return []
     answer_set = answer_set_mod.load()
-    rotation = answer_set.every_question()
-    question = rotation[state.get("next_index", 0) % len(rotation)]
+    expected = f"the answer set's answer (v{answer_set.set_version}, one question per probe, rotating)"
+    source = f"POST {CHAT_ROUTE} (sentinel probe, temperature 0, thinking off)"
+    if not rotation:
+        return [failed("sentinel.answer_probe", "no question was answered right at admission", expected, source,
+                       "the admitting verdict carries no right answers (a verdict from an older sparkgate?): "
+                       "a fresh full verification runs")]
+    question = answer_set.by_id(rotation[state.get("next_index", 0) % len(rotation)])
     state["next_index"] = state.get("next_index", 0) + 1
     scale = float(ctx.expectations.get("time_scale") or 1.0)
     reply = ask(ctx.client, ctx.expectations["engine"]["served_model_name"], answer_set, question, scale,
                 timeout_s=max(2.0, ctx.period_s))  # a re-check finishes inside about one period
     state.update(last_probe_at=time.monotonic(), previous_tokens=_generated(ctx.client))
-    return [checked(
-        "sentinel.answer_probe", reply.correct, {**reply.shown(), "question_id": reply.id},
-        f"the answer set's answer (v{answer_set.set_version}, one question per probe, rotating)",
-        f"POST {CHAT_ROUTE} (sentinel probe, temperature 0, thinking off)",
-        "the engine answered a fixed question wrong after admission (it answered the whole set right at its "
-        "verdict): weights, kernels or the draft changed behaviour while serving; the gate stays closed until a "
-        "fresh full verification passes. " + LIKELY_GARBLE,
-    )]
+    observed = {**reply.shown(), "question_id": reply.id,
+                "same_text_as_admission": reply.text == state["admitted_texts"].get(reply.id)}
+    if reply.timed_out:
+        state["skipped"] = state.get("skipped", 0) + 1
+        observed["skipped_in_a_row"] = state["skipped"]
+        return [checked(
+            "sentinel.answer_probe", state["skipped"] < MAX_SKIPPED_PROBES, observed,
+            f"{expected}; fewer than {MAX_SKIPPED_PROBES} probes in a row without an answer", source,
+            f"{MAX_SKIPPED_PROBES} probes in a row got no answer within their timeout: the engine no longer "
+            "answers a short question (a wedged decode, or traffic that never pauses); check `invoke logs`",
+        )]
+    state["skipped"] = 0
+    hint = ("the engine answered a fixed question wrong after admission (the admitting verdict read this very "
+            "question right): weights, kernels or the draft changed behaviour while serving; the gate stays closed "
+            "until a fresh full verification passes. " + LIKELY_GARBLE)
+    if reply.error:
+        hint = f"the probe got an error instead of an answer ({reply.error}): check `invoke logs`"
+    return [checked("sentinel.answer_probe", reply.correct, observed, expected, source, hint)]

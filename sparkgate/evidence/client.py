@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import time
@@ -34,6 +35,10 @@ def _resolvable(url: str, timeout: float) -> None:
 
 class EngineUnreachable(Exception):
     """The engine did not answer (refused, timed out, or answered non-JSON where JSON was due)."""
+
+    def __init__(self, message: str, timed_out: bool = False):
+        super().__init__(message)
+        self.timed_out = timed_out  # nothing arrived within the timeout (as opposed to a refusal or an error)
 
 
 @dataclass(frozen=True)
@@ -94,8 +99,13 @@ class EngineClient:
                 text = response.read().decode("utf-8", "replace")
         except urllib.error.HTTPError as exc:
             raise EngineUnreachable(f"POST {path}: HTTP {exc.code}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise EngineUnreachable(f"POST {path}: {exc}") from None
+        except TimeoutError as exc:
+            raise EngineUnreachable(f"POST {path}: no answer within {timeout:.1f}s ({exc})", timed_out=True) from None
+        except urllib.error.URLError as exc:
+            timed_out = isinstance(exc.reason, (TimeoutError, socket.timeout))
+            raise EngineUnreachable(f"POST {path}: {exc}", timed_out=timed_out) from None
+        except (OSError, http.client.HTTPException) as exc:  # IncompleteRead: the engine died mid-answer
+            raise EngineUnreachable(f"POST {path}: {type(exc).__name__}: {exc}") from None
         try:
             value = json.loads(text)
         except json.JSONDecodeError:

@@ -142,21 +142,31 @@ class Sentinel:
     def _keep_cold_refusal(self, verdict: Verdict) -> None:
         """A cold first request answered wrong stays a refusal for that engine start. A retry cannot ask it cold
         again (the engine is warm now and would pass), so it carries the first verdict's failure until the
-        engine restarts (a new `startup_time`), when the cold request is asked afresh."""
+        engine restarts (a known, different `startup_time`), when the cold request is asked afresh. Only an
+        answer read wrong is kept: a cold request that got no answer (an unhealthy moment) proves nothing."""
         startup = verdict.engine.get("startup_time")
+        if self.cold_refusal is not None:
+            kept_startup, first = self.cold_refusal
+            if kept_startup is None:  # the refused verdict could not read the start: this one is taken for it
+                self.cold_refusal = kept_startup, first = startup, first
+            if startup is None or startup == kept_startup:
+                kept = failed(COLD_CHECK, first.observed, first.expected, first.source + " (this engine start's first)",
+                              "this engine start's cold first request was answered wrong; a retry is warm and cannot "
+                              "prove the cold path, so the refusal stands until the engine restarts. " + first.hint)
+                verdict.checks = [kept if c.name == COLD_CHECK else c for c in verdict.checks]
+                return
+            self.cold_refusal = None  # restarted: this verdict asked its cold request afresh
         cold = next((c for c in verdict.checks if c.name == COLD_CHECK), None)
-        if cold is not None and not cold.passed and startup is not None:
-            if self.cold_refusal is None or self.cold_refusal[0] != startup:
-                self.cold_refusal = (startup, cold)
-            return
-        if self.cold_refusal is None or self.cold_refusal[0] != startup or cold is None:
-            self.cold_refusal = None
-            return
-        first = self.cold_refusal[1]
-        kept = failed(COLD_CHECK, first.observed, first.expected, first.source + " (this engine start's first)",
-                      "this engine start's cold first request was answered wrong; a retry is warm and cannot prove "
-                      "the cold path, so the refusal stands until the engine restarts. " + first.hint)
-        verdict.checks = [kept if c.name == COLD_CHECK else c for c in verdict.checks]
+        answered = (verdict.answers.get("cold") or {}).get("text") is not None
+        if cold is not None and not cold.passed and answered:
+            self.cold_refusal = (startup, cold)
+
+    def cold_refusal_stands(self) -> bool:
+        """Whether the engine is the start whose cold answer was refused (then a full verification is pointless)."""
+        if self.cold_refusal is None or self.cold_refusal[0] is None:
+            return False
+        info = self._server_info()
+        return info is not None and info.get("startup_time") == self.cold_refusal[0]
 
     def _verification_start(self) -> tuple[str, str]:
         """The state while a full verification runs. A retry after a refusal stays `closed`: the last verdict
@@ -220,7 +230,7 @@ class Sentinel:
             ctx.state = {}
             REGISTRY[key].start_rechecks(ctx)
         self.answers_context.client, self.answers_context.state = self.quick_client, {}
-        answers.start_rechecks(self.answers_context)
+        answers.start_rechecks(self.answers_context, ((self.state.full or {}).get("verification") or {}).get("answers"))
 
     def module_rechecks(self) -> list[CheckResult]:
         results: list[CheckResult] = []
@@ -257,6 +267,10 @@ class Sentinel:
             if self.client.status("/health") != 200:
                 state = CLOSED if self.ever_verified else WAITING
                 self.state.set(state, f"engine not healthy (phase: {self.state.engine_phase})")
+                return
+            if self.cold_refusal_stands():
+                self.state.set(CLOSED, f"{COLD_CHECK} refused this engine start (its cold first request was answered "
+                                       "wrong); no retry can ask it cold again: restart the engine to verify afresh")
                 return
             self.need_full = not self.full_verification()
             return

@@ -205,10 +205,11 @@ def test_a_cold_prefill_refusal_stands_for_that_engine_start_until_it_restarts(m
     for the same engine start, and dropped once the engine restarted (its cold request is asked afresh)."""
     from sparkgate.evidence.results import CheckResult, Verdict
 
-    def verdict(startup: str, cold_passed: bool) -> Verdict:
+    def verdict(startup: str | None, cold_passed: bool, answered: bool = True) -> Verdict:
         cold = CheckResult("answers.cold_prefill", cold_passed, {"received": "1, 2, 31"}, "right", "chat", "hint")
         other = CheckResult("answers.correct", True, {}, "", "chat", "")
-        return Verdict("all-three", "http://engine:30000", "now", [cold, other], engine={"startup_time": startup})
+        return Verdict("all-three", "http://engine:30000", "now", [cold, other], engine={"startup_time": startup},
+                       answers={"cold": {"text": "1, 2, 31" if answered else None}})
 
     sentinel = make_sentinel(FakeEngine())
     first = verdict("t1", cold_passed=False)
@@ -221,3 +222,20 @@ def test_a_cold_prefill_refusal_stands_for_that_engine_start_until_it_restarts(m
     restarted = verdict("t2", cold_passed=True)
     sentinel._keep_cold_refusal(restarted)
     assert restarted.passed and sentinel.cold_refusal is None
+
+
+def test_a_cold_request_that_got_no_answer_is_not_kept_and_an_unreadable_start_keeps_the_refusal(make_sentinel):
+    from sparkgate.evidence.results import CheckResult, Verdict
+
+    def verdict(startup, cold_passed, answered=True):
+        cold = CheckResult("answers.cold_prefill", cold_passed, {}, "right", "chat", "hint")
+        return Verdict("all-three", "u", "now", [cold], engine={"startup_time": startup},
+                       answers={"cold": {"text": "x" if answered else None}})
+
+    sentinel = make_sentinel(FakeEngine())
+    sentinel._keep_cold_refusal(verdict("t1", cold_passed=False, answered=False))  # e.g. /health blinked
+    assert sentinel.cold_refusal is None
+    sentinel._keep_cold_refusal(verdict("t1", cold_passed=False))
+    unreadable = verdict(None, cold_passed=True)  # /server_info failed on the retry: not a restart
+    sentinel._keep_cold_refusal(unreadable)
+    assert not unreadable.passed and sentinel.cold_refusal[0] == "t1"

@@ -51,3 +51,21 @@ def test_unreadable_floor_is_an_error_not_a_missing_floor(tmp_path):
     (tmp_path / "floor.json").write_text(json.dumps({"floor_version": 1, "targets": {"sim": {"floor_tok_s": -1}}}))
     with pytest.raises(floor.FloorError, match="positive"):
         floor.recorded_baseline_tok_s("sim")
+
+
+def test_the_baseline_verdicts_right_replies_are_recorded_with_the_floor_and_reach_the_expectations(tmp_path):
+    from sparkgate import expectations, profiles
+
+    gate = {"state": "open", "answers": {"set_version": 1, "read_as": {"add-47-38": "85"},
+                                         "texts": {"add-47-38": "85"}}}
+    with_gate = summary()
+    with_gate["environment"]["gate"] = gate
+    _, entry = floor.record(with_gate, tmp_path / "run")
+    assert entry["answers"] == {**gate["answers"], "recorded_at": with_gate["finished_at"]}
+    assert floor.recorded_baseline_answers("sim")["texts"] == {"add-47-38": "85"}
+    stacked = expectations.build(profiles.load("all-three"), "sim", 0.1)
+    assert stacked["answers"]["baseline"]["texts"] == {"add-47-38": "85"}
+    assert expectations.build(profiles.load("baseline"), "sim", 0.1)["answers"]["baseline"] is None  # its own reference
+    assert expectations.build(profiles.load("all-three"), "spark", 1.0)["answers"]["baseline"] is None  # per target
+    _, entry = floor.record(summary(), tmp_path / "run2")  # a run without the gate's answers records none
+    assert "answers" not in entry and floor.recorded_baseline_answers("sim") is None
