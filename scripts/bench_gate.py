@@ -3,6 +3,7 @@
 
 1. time from "engine healthy" to "gate open" (verification + testinfra + smoke), from the sentinel's own
    transition timestamps, over several fresh deploys;
+   with the engine time of the answers stage and of calibration, from the verdict;
 2. the gateway's added latency on streaming responses against talking to the engine directly, measured in
    the same run from the same client (inside the sentinel container, which sits on the engine network),
    requests alternating between the two paths.
@@ -71,7 +72,7 @@ def main() -> int:
     parser.add_argument("--time-scale", type=float, default=0.01, help="0.01: TPOT ~0.19 ms wall for all-three")
     args = parser.parse_args()
 
-    healthy_to_open, verify_s = [], []
+    healthy_to_open, verify_s, answers_s, calibration_s = [], [], [], []
     latency = None
     with tempfile.TemporaryDirectory() as scratch:
         for index in range(args.deploys):
@@ -88,6 +89,9 @@ def main() -> int:
                     return 1
                 healthy_to_open.append(result.timings["gate_open"] - result.timings.get("engine_healthy", result.timings["gate_open"]))
                 verify_s.append(transitions_to_open(result.verdict))
+                verification = (result.verdict.get("full") or {}).get("verification") or {}
+                answers_s.append((verification.get("answers") or {}).get("elapsed_s"))
+                calibration_s.append((verification.get("calibration") or {}).get("elapsed_s"))
                 if index == args.deploys - 1:
                     sentinel = stack.container("sentinel")
                     out = subprocess.run(["docker", "exec", "-i", sentinel, "python3", "-", str(args.requests), str(args.tokens)],
@@ -100,6 +104,8 @@ def main() -> int:
           f"median {statistics.median(healthy_to_open):.2f} s over {len(healthy_to_open)} deploys {healthy_to_open}")
     print(f"gate: sentinel verifying -> open (verification + testinfra + smoke): "
           f"median {statistics.median(verify_s):.2f} s {[round(v, 2) for v in verify_s]}")
+    print(f"gate: answers stage {statistics.median(answers_s):.2f} s, calibration {statistics.median(calibration_s):.2f} s "
+          f"(engine time, the simulator's model of a Spark; medians of {answers_s} and {calibration_s})")
     for what, index in (("TTFT", 0), ("full stream", 1)):
         direct = statistics.median(r[index] for r in latency["direct"]) * 1000
         gateway = statistics.median(r[index] for r in latency["gateway"]) * 1000

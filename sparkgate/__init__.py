@@ -13,11 +13,11 @@ The pipeline, stage by stage (each stage only reads what the one before it produ
 5. render         build/<name>/: compose.yaml, argv.json, expectations.json, ...  sparkgate.render,
                                                                                    sparkgate.expectations
 6. deploy         preflight, compose up, follow startup, wait for the verdict .... sparkgate.deploy
-                  (the engine container starts via sparkgate.engine_entrypoint)
+                  (the engine container starts via sparkgate.runtime.engine_entrypoint)
 7. sentinel /     prove each optimization from runtime evidence, then keep ....... sparkgate.sentinel,
    evidence       re-checking; the verdict decides admission                     sparkgate.evidence
-8. gateway        HAProxy, the only published port, routes only while ready ...... sparkgate.gateway,
-                                                                                   sparkgate.gateway_routes
+8. gateway        HAProxy, the only published port, routes only while ready ...... sparkgate.runtime.gateway,
+                                                                                   sparkgate.runtime.gateway_routes
 
 Front ends: the `sparkgate` console script (sparkgate.cli) and the invoke tasks (sparkgate.tasks) both
 call sparkgate.commands. Not in this package: the in-engine probe plugin (probe/, `sparkgate_probe`) and

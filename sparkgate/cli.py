@@ -69,14 +69,14 @@ def cmd_parse_with_sglang(args: argparse.Namespace) -> int:
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
-    from sparkgate import engine_entrypoint
+    from sparkgate.runtime import engine_entrypoint
 
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     return engine_entrypoint.run(args.launcher, Path(args.log_file) if args.log_file else None, argv)
 
 
 def cmd_healthcheck(args: argparse.Namespace) -> int:
-    from sparkgate import healthcheck
+    from sparkgate.runtime import healthcheck
 
     return healthcheck.check(args.url, args.timeout)
 
@@ -119,6 +119,7 @@ def cmd_sentinel(args: argparse.Namespace) -> int:
         port=args.port,
         closed_port=args.closed_port,
         api_key_file=args.api_key_file,
+        meminfo_path=args.meminfo,
     )
     if not (config.bundle_dir / "expectations.json").is_file():
         print(f"sparkgate sentinel: {config.bundle_dir}/expectations.json missing: mount the rendered bundle", file=sys.stderr)
@@ -128,7 +129,7 @@ def cmd_sentinel(args: argparse.Namespace) -> int:
 
 
 def cmd_gateway(args: argparse.Namespace) -> int:
-    from sparkgate import gateway
+    from sparkgate.runtime import gateway
 
     return gateway.run(args.config)
 
@@ -196,6 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     sentinel.add_argument("--port", type=int, default=defaults.SENTINEL_PORT)
     sentinel.add_argument("--closed-port", type=int, default=defaults.SENTINEL_CLOSED_PORT)
     sentinel.add_argument("--api-key-file", help="the engine's API key, if it has one")
+    sentinel.add_argument("--meminfo", default="/proc/meminfo",
+                          help="the host's meminfo (inside a container /proc/meminfo shows the host's figures)")
     sentinel.set_defaults(func=cmd_sentinel)
     gateway_p = sub.add_parser("gateway", help="gateway container entrypoint (API key, then HAProxy)")
     gateway_p.add_argument("--config", required=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sparkgate.evidence import host_memory
 from sparkgate.evidence.answer_set import SET_VERSION as ANSWER_SET_VERSION
 from sparkgate.floor import recorded_baseline_answers, recorded_baseline_tok_s
 from sparkgate.images import load_lock
@@ -48,6 +49,8 @@ def build(loaded: LoadedProfile, target: str, time_scale: float) -> dict:
             "must_beat_baseline": bool(profile.requested()),
         },
         "calibration": profile.gate.calibration.model_dump(mode="json"),
+        # The host's memory after admission (evidence/host_memory.py; docs/checks/host.md).
+        "host": {"min_mem_available_gib": host_memory.MIN_AVAILABLE_GIB, "max_swap_growth_mib": host_memory.MAX_SWAP_GROWTH_MIB},
         "answers": {
             "set_version": ANSWER_SET_VERSION,
             # A stacked profile must answer like the baseline engine measured on this host, when one was.

@@ -18,15 +18,19 @@ from pathlib import Path, PurePosixPath
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from sparkgate import admin_key, atomic, defaults, expectations, gateway_routes
+from sparkgate import atomic, defaults, expectations
 from sparkgate.errors import Refusal
 from sparkgate.images import load_lock
 from sparkgate.paths import build_dir, templates_dir
 from sparkgate.profiles import LoadedProfile
+from sparkgate.runtime import admin_key, gateway_routes
 from sparkgate.sglang import flags as F
 
 TARGETS = ("spark", "sim")
 ENGINE_LOG = "/var/log/sparkgate/engine.log"
+# On the simulator target the sentinel reads the simulated Spark's meminfo (written by the simulator on the
+# shared log volume) instead of this machine's /proc/meminfo.
+SIM_HOST_MEMINFO = "/var/log/sparkgate/sim-host-meminfo"
 # The simulator runs this much faster than real time unless told otherwise (CI, demos).
 DEFAULT_SIM_TIME_SCALE = defaults.SIM_TIME_SCALE
 
@@ -148,6 +152,7 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions, bundle_files:
         "SPARKGATE_SIM_IMAGE": options.sim_image
         or ("fork" if F.FP8_LM_HEAD_ENV in capabilities.declared_env else "stock"),
         "SPARKGATE_SIM_TIME_SCALE": str(options.sim_time_scale),
+        "SPARKGATE_SIM_HOST_MEMINFO": SIM_HOST_MEMINFO,
     }
     if options.sim_faults:
         sim_environment["SPARKGATE_SIM_FAULTS"] = ",".join(options.sim_faults)
@@ -162,6 +167,7 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions, bundle_files:
             "sparkgate", "sentinel", "--engine-url", engine_url, "--bundle", "/bundle",
             "--log-file", ENGINE_LOG, "--period", str(options.recheck_period_s),
             "--port", str(SENTINEL_PORT), "--closed-port", str(SENTINEL_CLOSED_PORT),
+            *(["--meminfo", SIM_HOST_MEMINFO] if options.target == "sim" else []),
         ],
         "sentinel_healthcheck": [
             "CMD", "sparkgate", "healthcheck", "--url", f"http://127.0.0.1:{SENTINEL_PORT}/healthz",

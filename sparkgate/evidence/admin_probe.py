@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sparkgate.admin_key import AdminKeyError, read_key
 from sparkgate.evidence.client import EngineClient
+from sparkgate.runtime.admin_key import AdminKeyError, read_key
 
 PROBE_ROUTE = "/hicache/storage-backend"
 

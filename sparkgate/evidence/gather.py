@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkgate.evidence import admin_probe
+from sparkgate.evidence import admin_probe, host_memory
 from sparkgate.evidence import answers as answers_mod
 from sparkgate.evidence import calibration as calibration_mod
 from sparkgate.evidence import metrics as metrics_mod
@@ -28,6 +28,9 @@ class Evidence:
     answers: answers_mod.AnswersResult | None = None
     calibration: calibration_mod.CalibrationResult | None = None
     admin_key: admin_probe.AdminKeyProbe | None = None  # only when the caller holds the admin key file
+    meminfo_path: str | None = None  # only where the caller runs on the engine's host (the sentinel)
+    meminfo: host_memory.MemInfo | None = None
+    meminfo_error: str | None = None
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -67,8 +70,13 @@ def shown(value: Any) -> Any:
 
 
 def gather(client: EngineClient, expectations: dict, log: EngineLog, *, calibrate: bool = True,
-           admin_key_file: str | None = None) -> Evidence:
-    evidence = Evidence(expectations=expectations, log=log)
+           admin_key_file: str | None = None, meminfo_path: str | None = None) -> Evidence:
+    evidence = Evidence(expectations=expectations, log=log, meminfo_path=meminfo_path)
+    if meminfo_path is not None:
+        try:
+            evidence.meminfo = host_memory.read(meminfo_path)
+        except host_memory.MemInfoUnreadable as exc:
+            evidence.meminfo_error = str(exc)
     evidence.health_status = client.status("/health")
     if admin_key_file is not None:
         evidence.admin_key = admin_probe.probe(client, admin_key_file)

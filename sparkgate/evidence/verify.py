@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 
-from sparkgate.evidence import answers, catalog, common
+from sparkgate.evidence import answers, catalog, common, host_memory
 from sparkgate.evidence.client import EngineClient
 from sparkgate.evidence.gather import Evidence, gather
 from sparkgate.evidence.logs import EngineLog
@@ -54,6 +54,8 @@ def _declared(check: CheckResult) -> CheckResult:
 
 def run_checks(ev: Evidence) -> list[CheckResult]:
     checks = common.run(ev) + answers.checks(ev.answers, ev.expectations)
+    if ev.meminfo_path is not None:  # the sentinel, on the engine's host
+        checks.append(host_memory.headroom_check(ev.meminfo, ev.meminfo_error, ev.meminfo_path, ev.expectations))
     for key, module in REGISTRY.items():
         if ev.requested(key):
             checks.extend(module.checks(ev))
@@ -67,12 +69,14 @@ def verify(
     *,
     api_key: str | None = None,
     admin_key_file: str | None = None,
+    meminfo_path: str | None = None,
     calibrate: bool = True,
     progress: Callable[[str], None] = lambda _: None,
 ) -> Verdict:
     client = EngineClient(engine_url, api_key=api_key)
     progress(f"gathering evidence from {engine_url} (calibration: {'on' if calibrate else 'off'})")
-    evidence = gather(client, expectations, log, calibrate=calibrate, admin_key_file=admin_key_file)
+    evidence = gather(client, expectations, log, calibrate=calibrate, admin_key_file=admin_key_file,
+                      meminfo_path=meminfo_path)
     verdict = Verdict(
         profile=expectations["profile"],
         engine_url=engine_url,

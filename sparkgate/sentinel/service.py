@@ -8,7 +8,7 @@ answer set when the engine is idle (evidence/answers.py). A full verification wi
 calibration runs again only when something changed: first start, an engine restart, or a failed
 re-check. The gate stays closed until a fresh full verdict passes.
 
-Secrets: the sentinel reads the engine's admin key (sparkgate.admin_key) from its read-only tmpfs mount
+Secrets: the sentinel reads the engine's admin key (sparkgate.runtime.admin_key) from its read-only tmpfs mount
 each time it probes enforcement, and keeps nothing that holds it or the API key: every verdict, re-check
 and reason passes through `_redact` before it is stored (SGLang's /server_info carries `admin_api_key`
 and a launch_command with the key in plain text).
@@ -23,8 +23,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkgate import admin_key
-from sparkgate.evidence import answers, logs
+from sparkgate.evidence import answers, host_memory, logs
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.gather import gather
 from sparkgate.evidence.recheck import RecheckContext
@@ -32,6 +31,7 @@ from sparkgate.evidence.results import CheckResult, Verdict, checked, failed
 from sparkgate.evidence.verify import rechecked, run_checks, verify
 from sparkgate.optimizations import REGISTRY
 from sparkgate.phases import current_phase
+from sparkgate.runtime import admin_key
 from sparkgate.sentinel import suites
 from sparkgate.sentinel.http import serve
 from sparkgate.sentinel.state import CLOSED, OPEN, VERIFYING, WAITING, GateState
@@ -54,6 +54,7 @@ class SentinelConfig:
     # Always probed: a sentinel that cannot read the key fails engine.admin_key_enforced (fail closed).
     admin_key_file: str = str(admin_key.ADMIN_DIR / admin_key.KEY_FILE_NAME)
     suite_timeout_s: float = 300.0
+    meminfo_path: str = host_memory.HOST_MEMINFO  # the host's memory (procfs shows the host's inside a container)
 
 
 class Sentinel:
@@ -76,6 +77,7 @@ class Sentinel:
         }
         # Every profile: one question of the answer set at a time, when the engine is idle.
         self.answers_context = RecheckContext("answers", self.quick_client, config.period_s, self.expectations)
+        self.host_context = RecheckContext("host", self.quick_client, config.period_s, self.expectations)
         self.weights: dict | None = None  # /model_info identity of the weights at the last full verdict
         self.cold_refusal: tuple[object, CheckResult] | None = None  # (startup_time, its failed cold check)
 
@@ -88,7 +90,7 @@ class Sentinel:
         return tuple(k for k in (self.api_key, current_admin_key) if k)
 
     def _redact(self, value):
-        """`value` without secret fields, secret flag values or any known key (see sparkgate.admin_key)."""
+        """`value` without secret fields, secret flag values or any known key (see sparkgate.runtime.admin_key)."""
         return admin_key.redact(value, self._known_secrets())
 
     # --- one full verification -------------------------------------------------------------
@@ -97,7 +99,7 @@ class Sentinel:
         log.info("full verification: starting")
         engine_log = logs.from_file(self.config.log_file)
         verdict = verify(self.config.engine_url, self.expectations, engine_log, api_key=self.api_key,
-                         admin_key_file=self.config.admin_key_file)
+                         admin_key_file=self.config.admin_key_file, meminfo_path=self.config.meminfo_path)
         self._keep_cold_refusal(verdict)
         suite_env = {
             "SPARKGATE_BUNDLE": str(self.config.bundle_dir),
@@ -195,7 +197,7 @@ class Sentinel:
             log.warning("gate CLOSED by re-check: engine /health answered %s", status or "nothing")
             return False
         evidence = gather(self.quick_client, self.expectations, logs.missing(), calibrate=False,
-                          admin_key_file=self.config.admin_key_file)
+                          admin_key_file=self.config.admin_key_file, meminfo_path=self.config.meminfo_path)
         results: list[CheckResult] = [c for c in run_checks(evidence) if rechecked(c)]
         startup = self._redact((evidence.server_info or {}).get("startup_time"))
         results.append(checked(
@@ -231,6 +233,8 @@ class Sentinel:
             REGISTRY[key].start_rechecks(ctx)
         self.answers_context.client, self.answers_context.state = self.quick_client, {}
         answers.start_rechecks(self.answers_context, ((self.state.full or {}).get("verification") or {}).get("answers"))
+        self.host_context.state = {}
+        host_memory.start_rechecks(self.host_context, self.config.meminfo_path)
 
     def module_rechecks(self) -> list[CheckResult]:
         results: list[CheckResult] = []
@@ -239,6 +243,7 @@ class Sentinel:
             results.extend(REGISTRY[key].rechecks(ctx))
         self.answers_context.client = self.quick_client
         results.extend(answers.rechecks(self.answers_context))
+        results.extend(host_memory.rechecks(self.host_context))
         return results
 
     @staticmethod

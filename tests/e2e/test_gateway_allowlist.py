@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from sparkgate import gateway_routes
+from sparkgate.runtime import gateway_routes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 

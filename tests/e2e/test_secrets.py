@@ -13,10 +13,10 @@ import urllib.request
 
 import pytest
 
-from sparkgate import admin_key
 from sparkgate.deploy import deploy as deploy_mod
 from sparkgate.deploy import docker_cli
 from sparkgate.evidence.admin_probe import PROBE_ROUTE
+from sparkgate.runtime import admin_key
 from tests.e2e.conftest import E2E_PERIOD_S, E2E_SCALE, E2E_STARTUP_S, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]

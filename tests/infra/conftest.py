@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import testinfra
 
-from sparkgate.engine_entrypoint import LAUNCHERS
+from sparkgate.runtime.engine_entrypoint import LAUNCHERS
 
 # The modules `sparkgate engine` launches (sglang.launch_server, sparkgate_sim), as the entrypoint names them.
 LAUNCH_MODULES = tuple(argv[argv.index("-m") + 1] for argv in LAUNCHERS.values())

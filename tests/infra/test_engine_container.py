@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sparkgate import admin_key
+from sparkgate.runtime import admin_key
 from sparkgate.sglang import flags as F
 from sparkgate.sglang.parser import resolve_spelling
 from tests.infra.conftest import inspect, mounts, proc_environ
@@ -18,7 +18,7 @@ FULL_CAPABILITIES = 0x1FFFFFFFFF
 
 
 def test_engine_argv_equals_bundle(engine_processes, bundle):
-    # The entrypoint appends only its admin-key config file (sparkgate.admin_key), never a key.
+    # The entrypoint appends only its admin-key config file (sparkgate.runtime.admin_key), never a key.
     config = ["--config", str(admin_key.ADMIN_DIR / admin_key.CONFIG_FILE_NAME)]
     assert engine_processes.server_argv == json.loads((bundle / "argv.json").read_text()) + config
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkgate import admin_key
+from sparkgate.runtime import admin_key
 from tests.infra.conftest import _cmdline, proc_environ
 
 pytestmark = pytest.mark.infra

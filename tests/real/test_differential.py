@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import pytest
 
-from sparkgate.admin_key import SECRET_FIELDS
 from sparkgate.bench.envfacts import SERVER_INFO_KEYS as BENCH_SERVER_INFO_KEYS
 from sparkgate.evidence import logs
 from sparkgate.evidence.verify import verified_config_keys
+from sparkgate.runtime.admin_key import SECRET_FIELDS
 from sparkgate.sglang import conformance as C
 from sparkgate.sglang.parser import parse_argv
 from tests.real import differential as D

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sparkgate import admin_key, engine_entrypoint, profiles, render
-from sparkgate.secret_files import SecretFileError
+from sparkgate import profiles, render
+from sparkgate.runtime import admin_key, engine_entrypoint
+from sparkgate.runtime.secret_files import SecretFileError
 
 
 def tmpfs_at(directory: Path) -> str:

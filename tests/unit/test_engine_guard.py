@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkgate import engine_entrypoint
+from sparkgate.runtime import engine_entrypoint
 from sparkgate.sglang import flags as F
 
 

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from sparkgate import gateway, secret_files
+from sparkgate.runtime import gateway, secret_files
 
 
 def _tmpfs_at(path) -> str:

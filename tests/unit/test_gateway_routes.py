@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from sparkgate import gateway_routes as R
 from sparkgate import profiles, render
+from sparkgate.runtime import gateway_routes as R
 
 ADMIN_AND_TRICKS = [
     ("GET", "/server_info"), ("GET", "/get_server_info"), ("GET", "/model_info"), ("GET", "/get_model_info"),

@@ -71,7 +71,10 @@ def make_sentinel(tmp_path):
         (bundle / "expectations.json").write_text(json.dumps({
             "profile": "all-three", "requested": ["mtp"], "optimizations": {"mtp": {"min_accept_length": FLOOR}},
         }))
-        sentinel = Sentinel(SentinelConfig("http://engine:30000", bundle, "/nonexistent.log", tmp_path, period_s=5.0))
+        meminfo = tmp_path / "meminfo"  # a healthy simulated host, not this machine's /proc/meminfo
+        meminfo.write_text("MemTotal: 127604736 kB\nMemAvailable: 20971520 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n")
+        sentinel = Sentinel(SentinelConfig("http://engine:30000", bundle, "/nonexistent.log", tmp_path, period_s=5.0,
+                                           meminfo_path=str(meminfo)))
         sentinel.client = sentinel.quick_client = engine
         sentinel.start_module_rechecks()  # as right after a full verification
         sentinel.weights = sentinel._weights()
@@ -167,7 +170,7 @@ def test_weight_change_closes_the_gate(make_sentinel, monkeypatch):
     sentinel.state.engine_startup_time = {"t": 1}
     monkeypatch.setattr(service, "run_checks", lambda evidence: [])
 
-    def gather(client, expectations, log, calibrate, admin_key_file=None):
+    def gather(client, expectations, log, calibrate, admin_key_file=None, meminfo_path=None):
         return Evidence(expectations=expectations, health_status=200, server_info={"startup_time": {"t": 1}},
                         model_info=client.get_json("/model_info"))
 

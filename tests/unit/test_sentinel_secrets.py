@@ -10,12 +10,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sparkgate import admin_key
 from sparkgate.evidence import admin_probe, common
 from sparkgate.evidence.client import EngineClient
 from sparkgate.evidence.gather import Evidence
 from sparkgate.evidence.results import CheckResult
 from sparkgate.evidence.verify import rechecked, stage_of
+from sparkgate.runtime import admin_key
 from sparkgate.sentinel import service
 from sparkgate.sentinel.service import Sentinel, SentinelConfig
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkgate.sglang import conformance as C
-from sparkgate_sim import answers, faults, reasoning, sglang_env, textgen, timing, workload
+from sparkgate_sim import answers, faults, host_memory, reasoning, sglang_env, textgen, timing, workload
 from sparkgate_sim.cli import EngineArgs
 from sparkgate_sim.dspark_records import InfoRecords, ragged_verify_mode
 from sparkgate_sim.engagement import Engaged, decide, probe_report
@@ -151,12 +151,17 @@ class Engine:
         self._lock = threading.RLock()  # engine state and statistics
         self._batch = threading.Lock()  # batch 1: one running request at a time
         self.epoch = 0
+        # What the engine holds of the host's memory, and (SPARKGATE_SIM_HOST_MEMINFO) the meminfo file showing it.
+        self.host_memory = host_memory.HostMemory(knobs.time_scale)
+        self.meminfo = (host_memory.MeminfoWriter(knobs.host_meminfo, self.host_memory, self.board, log)
+                        if knobs.host_meminfo else None)
         self._reset_lifetime()
 
     # ------------------------------------------------------------------ lifecycle
     def _reset_lifetime(self) -> None:
         """What a fresh engine process starts with."""
         self.state = STARTING
+        self.host_memory.restart(self.epoch)
         self.engaged: Engaged | None = None
         self.visible_env: dict[str, str] = dict(self.env)
         self.speed: timing.SpeedModel | None = None
@@ -218,6 +223,7 @@ class Engine:
                 return
             self.startup_time = startup_time
             self.state = READY
+            self.host_memory.hold(epoch, host_memory.ENGINE_READY_GIB)
             self.ready_at = time.monotonic()
             # Armed only now: the startup's own warmup forward and health polls never consume it.
             self.cold_garble_pending = self.board.loaded_with(faults.COLD_PREFILL_GARBLE)
@@ -243,6 +249,8 @@ class Engine:
     def die(self, code: int, traceback_text: str) -> None:
         """The engine process exits (crash): the log says why, as SGLang's would."""
         self.log.traceback(traceback_text)
+        if self.meminfo is not None:
+            self.meminfo.write(released=True)  # the dead process's memory is the host's again
         os._exit(code)
 
     def _crash_later(self, epoch: int, sim_seconds: float) -> None:

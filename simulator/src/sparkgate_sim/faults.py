@@ -33,6 +33,9 @@ DSPARK_DRAFTER_MISSING = "dspark-drafter-missing"
 # (runtime), or only the first generation request after ready (load time: a cold-path kernel).
 ANSWERS_GARBLED = "answers-garbled"
 COLD_PREFILL_GARBLE = "cold-prefill-garble"
+# Something else on the host takes the unified memory (another model, a build): only the host meminfo file
+# (SPARKGATE_SIM_HOST_MEMINFO, host_memory.py) shows it; the engine serves on unchanged.
+MEMORY_PRESSURE = "memory-pressure"
 
 LOAD_TIME = frozenset(
     {
@@ -50,7 +53,7 @@ LOAD_TIME = frozenset(
         COLD_PREFILL_GARBLE,
     }
 )
-RUNTIME = frozenset({CRASH_AFTER_READY, DEGRADE_AFTER, PROBE_MISSING, ANSWERS_GARBLED})
+RUNTIME = frozenset({CRASH_AFTER_READY, DEGRADE_AFTER, PROBE_MISSING, ANSWERS_GARBLED, MEMORY_PRESSURE})
 ALL = LOAD_TIME | RUNTIME
 
 # Faults that take a `:N` parameter, and their value when it is omitted.

@@ -17,6 +17,7 @@ STARTUP_TOTAL_ENV = "SPARKGATE_SIM_STARTUP_S"
 PHASES_ENV = "SPARKGATE_SIM_PHASES"
 ADMIN_ENV = "SPARKGATE_SIM_ADMIN"
 FAULTS_ENV = "SPARKGATE_SIM_FAULTS"
+HOST_MEMINFO_ENV = "SPARKGATE_SIM_HOST_MEMINFO"
 
 IMAGES = ("fork", "stock")
 
@@ -48,6 +49,7 @@ class Knobs:
     phase_overrides: Mapping[str, float] = field(default_factory=dict)
     admin: bool = False
     faults: tuple[faults_mod.Fault, ...] = ()
+    host_meminfo: str | None = None  # where to write the simulated Spark's /proc/meminfo (host_memory.py)
 
     def phase_seconds(self, *, with_draft: bool, slow: bool) -> dict[str, float]:
         """Simulated duration of each startup phase that runs in this configuration."""
@@ -106,4 +108,5 @@ def from_env(env: Mapping[str, str]) -> Knobs:
         phase_overrides=_phases(env.get(PHASES_ENV)),
         admin=env.get(ADMIN_ENV, "").strip() == "1",
         faults=faults,
+        host_meminfo=env.get(HOST_MEMINFO_ENV, "").strip() or None,
     )

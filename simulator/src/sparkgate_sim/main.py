@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None, environ: dict[str, str] | None = None) -
     except OSError as exc:
         log.traceback(f"OSError: [Errno {exc.errno}] error while attempting to bind on address ({host!r}, {port}): {exc.strerror}")
         return 1
+    if engine.meminfo is not None:
+        engine.meminfo.start()
     engine.start()
     try:
         server.serve_forever(poll_interval=0.2)
@@ -61,4 +63,6 @@ def main(argv: list[str] | None = None, environ: dict[str, str] | None = None) -
         pass
     finally:
         server.server_close()
+        if engine.meminfo is not None:
+            engine.meminfo.write(released=True)
     return 0

@@ -25,7 +25,7 @@ import time
 from typing import TYPE_CHECKING
 
 from sparkgate.sglang import conformance as C
-from sparkgate_sim import faults, sglang_env
+from sparkgate_sim import faults, host_memory, sglang_env
 from sparkgate_sim.engagement import DRAFT_MODEL_CLASS, DSPARK_DRAFT_CLASS
 from sparkgate_sim.lifecycle import Restarted
 from sparkgate_sim.resolve import (
@@ -132,13 +132,15 @@ def _run(engine: Engine, epoch: int) -> None:
     if board.loaded_with(faults.HANG_AT_LOAD):
         while True:  # stays "starting" until killed (or restarted through the admin endpoint)
             engine.sleep_sim(1.0, epoch)
+    target_gb = TARGET_WEIGHTS_GB - (FP8_HEAD_SAVING_GB if engaged.fp8_lm_head else 0.0)
+    host_mem = engine.host_memory  # what the host's meminfo shows: the weights fill it as they stream in
+    host_mem.ramp_to(epoch, target_gb, phases["load_weights"])
     if engaged.fp8_lm_head:
         engine.sleep_sim(phases["load_weights"] * 0.02, epoch)
         log.scheduler(FP8_HEAD_LOG)
         engine.sleep_sim(phases["load_weights"] * 0.98, epoch)
     else:
         engine.sleep_sim(phases["load_weights"], epoch)
-    target_gb = TARGET_WEIGHTS_GB - (FP8_HEAD_SAVING_GB if engaged.fp8_lm_head else 0.0)
     _, after = mem.take(target_gb)
     load_weight = elapsed_since(tic)
     log.scheduler(C.log_line("load_weight_end", elapsed=load_weight, model_class=MODEL_ARCH, quant=CHECKPOINT_QUANT,
@@ -152,6 +154,7 @@ def _run(engine: Engine, epoch: int) -> None:
         )
         tic = time.monotonic()
         log.scheduler(C.log_line("load_weight_begin", avail=mem.avail))
+        host_mem.ramp_to(epoch, target_gb + draft_gb, phases["load_draft_weights"])
         engine.sleep_sim(phases["load_draft_weights"], epoch)
         _, after = mem.take(draft_gb)
         load_weight += elapsed_since(tic)
@@ -164,6 +167,7 @@ def _run(engine: Engine, epoch: int) -> None:
 
     # -- memory pools (the KDA spec-verify ring is sized here: SGLang only fails this late)
     tic = time.monotonic()
+    host_mem.ramp_to(epoch, host_memory.ENGINE_POOLS_GIB, phases["kv_cache"])
     engine.sleep_sim(phases["kv_cache"], epoch)
     ring = ring_error(engine.resolved)
     if ring is not None:
@@ -179,7 +183,10 @@ def _run(engine: Engine, epoch: int) -> None:
     log.scheduler(C.log_line("memory_pool_end", avail=after))
     startup["kv_cache_allocation"] = elapsed_since(tic)
 
-    # -- CUDA graphs
+    # -- CUDA graphs (and the warmup, up to ready): the host's figure reaches the ready engine's
+    rest = [*(("capture_target", "capture_draft") if engaged.cuda_graph else ()),
+            *(() if engine.resolved.get("skip_server_warmup") else ("warmup",))]
+    host_mem.ramp_to(epoch, host_memory.ENGINE_READY_GIB, sum(phases.get(name, 0.0) for name in rest))
     humming_logged = False
     graph_times: dict[str, float] = {}
     if engaged.cuda_graph:

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkgate import engine_entrypoint, image_build
+from sparkgate import image_build
+from sparkgate.runtime import engine_entrypoint
 
 REPO = Path(__file__).resolve().parents[3]
 SIM_MODULE = "sparkgate_sim"
@@ -102,7 +103,7 @@ def _top_levels(wheel: zipfile.ZipFile) -> set[str]:
 def test_the_product_wheel_contains_no_simulator_file(wheels):
     names = wheels["sparkgate"].namelist()
     assert _top_levels(wheels["sparkgate"]) == {"sparkgate", "sparkgate-0.1.0.dist-info"}
-    assert "sparkgate/engine_entrypoint.py" in names and "sparkgate/sglang/data/sglang-conformance-0.5.23.json" in names
+    assert "sparkgate/runtime/engine_entrypoint.py" in names and "sparkgate/sglang/data/sglang-conformance-0.5.23.json" in names
     assert [n for n in names if "sim/" in n or SIM_MODULE in n] == []
 
 

@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from sparkgate.secret_files import SecretFileError, require_tmpfs, write_secret
+from sparkgate.runtime.secret_files import SecretFileError, require_tmpfs, write_secret
 
 SECRET = Path("/run/secrets/sparkgate_api_key")
 AUTHORIZED = Path("/run/sparkgate/authorized.lst")

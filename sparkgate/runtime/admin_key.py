@@ -7,7 +7,7 @@ engine container writes it into an SGLang `--config` YAML (merged into the args 
 sglang/srt/utils/server_args_config_parser.py `ConfigArgumentMerger`) and passes only that file's path.
 
 Both files live on a tmpfs volume that only the engine (read-write) and the sentinel (read-only) mount,
-created 0600 (sparkgate.secret_files). SGLang itself still echoes the key: `/server_info` reports
+created 0600 (sparkgate.runtime.secret_files). SGLang itself still echoes the key: `/server_info` reports
 `admin_api_key` and a `launch_command` built after the config merge, and the startup log line
 `server_args=...` prints it. So the engine entrypoint redacts it from every log line it forwards and the
 sentinel from everything it keeps (`redact` below).
@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from sparkgate.secret_files import require_tmpfs, write_secret
+from sparkgate.runtime.secret_files import require_tmpfs, write_secret
 
 # The tmpfs volume shared by engine (rw) and sentinel (ro); the compose templates mount it here.
 ADMIN_DIR = Path("/run/sparkgate-admin")

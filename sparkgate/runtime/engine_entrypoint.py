@@ -6,7 +6,7 @@ The guard exists for hand-edited compose files and env files: the renderer alrea
 head together with --enable-fp32-lm-head, and secrets or a --config on the argv, but nothing else would
 stop `docker compose up` on an edited file, and SGLang itself accepts all of them without a word.
 
-The admin key (sparkgate.admin_key) reaches the engine only through `--config <file on tmpfs>`: the
+The admin key (sparkgate.runtime.admin_key) reaches the engine only through `--config <file on tmpfs>`: the
 argv, the environment and every rendered file stay free of it.
 """
 
@@ -19,8 +19,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from sparkgate import admin_key
-from sparkgate.secret_files import SecretFileError
+from sparkgate.runtime import admin_key
+from sparkgate.runtime.secret_files import SecretFileError
 from sparkgate.sglang import flags as F
 from sparkgate.sglang.parser import resolve_spelling
 
