@@ -71,48 +71,42 @@ class EngineClient:
         except (urllib.error.URLError, OSError):
             return 0
 
-    def get_text(self, path: str) -> str:
+    def _fetch(self, method: str, path: str, body: dict | None = None, timeout: float | None = None) -> str:
+        """The answer's text; EngineUnreachable (timed_out set when nothing came in time) otherwise."""
+        timeout = self.timeout if timeout is None else timeout
         _resolvable(self.base_url, self.timeout)
         try:
-            with urllib.request.urlopen(self._request("GET", path), timeout=self.timeout) as response:
+            with urllib.request.urlopen(self._request(method, path, body), timeout=timeout) as response:
                 return response.read().decode("utf-8", "replace")
         except urllib.error.HTTPError as exc:
-            raise EngineUnreachable(f"GET {path}: HTTP {exc.code}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise EngineUnreachable(f"GET {path}: {exc}") from None
+            raise EngineUnreachable(f"{method} {path}: HTTP {exc.code}") from None
+        except TimeoutError as exc:
+            raise EngineUnreachable(f"{method} {path}: no answer within {timeout:.1f}s ({exc})", timed_out=True) from None
+        except urllib.error.URLError as exc:
+            timed_out = isinstance(exc.reason, (TimeoutError, socket.timeout))
+            raise EngineUnreachable(f"{method} {path}: {exc}", timed_out=timed_out) from None
+        except (OSError, http.client.HTTPException) as exc:  # IncompleteRead: the engine died mid-answer
+            raise EngineUnreachable(f"{method} {path}: {type(exc).__name__}: {exc}") from None
 
-    def get_json(self, path: str) -> dict:
-        text = self.get_text(path)
+    @staticmethod
+    def _json_object(method: str, path: str, text: str) -> dict:
         try:
             value = json.loads(text)
         except json.JSONDecodeError:
-            raise EngineUnreachable(f"GET {path}: not JSON ({text[:80]!r})") from None
+            raise EngineUnreachable(f"{method} {path}: not JSON ({text[:80]!r})") from None
         if not isinstance(value, dict):
-            raise EngineUnreachable(f"GET {path}: expected a JSON object")
+            raise EngineUnreachable(f"{method} {path}: expected a JSON object")
         return value
+
+    def get_text(self, path: str) -> str:
+        return self._fetch("GET", path)
+
+    def get_json(self, path: str) -> dict:
+        return self._json_object("GET", path, self.get_text(path))
 
     def post_json(self, path: str, body: dict, timeout: float) -> dict:
         """POST a JSON body, return the JSON object answered (EngineUnreachable otherwise)."""
-        _resolvable(self.base_url, self.timeout)
-        try:
-            with urllib.request.urlopen(self._request("POST", path, body), timeout=timeout) as response:
-                text = response.read().decode("utf-8", "replace")
-        except urllib.error.HTTPError as exc:
-            raise EngineUnreachable(f"POST {path}: HTTP {exc.code}") from None
-        except TimeoutError as exc:
-            raise EngineUnreachable(f"POST {path}: no answer within {timeout:.1f}s ({exc})", timed_out=True) from None
-        except urllib.error.URLError as exc:
-            timed_out = isinstance(exc.reason, (TimeoutError, socket.timeout))
-            raise EngineUnreachable(f"POST {path}: {exc}", timed_out=timed_out) from None
-        except (OSError, http.client.HTTPException) as exc:  # IncompleteRead: the engine died mid-answer
-            raise EngineUnreachable(f"POST {path}: {type(exc).__name__}: {exc}") from None
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            raise EngineUnreachable(f"POST {path}: not JSON ({text[:80]!r})") from None
-        if not isinstance(value, dict):
-            raise EngineUnreachable(f"POST {path}: expected a JSON object")
-        return value
+        return self._json_object("POST", path, self._fetch("POST", path, body, timeout))
 
     def stream_generate(self, body: dict, timeout: float) -> Iterator[tuple[float, dict]]:
         """POST /generate with stream=true; yields (monotonic arrival time, chunk) per SSE event."""
