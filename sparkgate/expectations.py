@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparkgate.evidence import host_memory
 from sparkgate.evidence.answer_set import SET_VERSION as ANSWER_SET_VERSION
 from sparkgate.floor import recorded_baseline_answers, recorded_baseline_tok_s
 from sparkgate.images import load_lock
@@ -50,7 +49,10 @@ def build(loaded: LoadedProfile, target: str, time_scale: float) -> dict:
         },
         "calibration": profile.gate.calibration.model_dump(mode="json"),
         # The host's memory after admission (evidence/host_memory.py; docs/checks/host.md).
-        "host": {"min_mem_available_gib": host_memory.MIN_AVAILABLE_GIB, "max_swap_growth_mib": host_memory.MAX_SWAP_GROWTH_MIB},
+        "host": {"min_mem_available_gib": profile.gate.watch.min_mem_available_gib,
+                 "max_swap_growth_mib": profile.gate.watch.max_swap_growth_mib},
+        # Requests running with no token made (evidence/stall.py; docs/checks/engine.md).
+        "stall": {"after_s": profile.gate.watch.stall_after_s},
         "answers": {
             "set_version": ANSWER_SET_VERSION,
             # A stacked profile must answer like the baseline engine measured on this host, when one was.

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, create_model, field_validator
 
+from sparkgate.evidence import host_memory, stall
 from sparkgate.frozen import Frozen
 from sparkgate.optimizations import REGISTRY
 from sparkgate.safe_types import ClassName, ContainerPath, ServedName
@@ -80,6 +81,19 @@ class Calibration(Frozen):
     time_budget_s: Annotated[float, Field(gt=0)] = Field(10.0, description="Whole calibration must finish within this")
 
 
+class Watch(Frozen):
+    """What the sentinel watches after admission (docs/checks/host.md, docs/checks/engine.md). The defaults are
+    values a healthy Spark meets; a profile may tighten them, never loosen them (sparkgate/rules.py)."""
+
+    min_mem_available_gib: Annotated[float, Field(gt=0, le=128)] = Field(
+        host_memory.MIN_AVAILABLE_GIB, description="Host MemAvailable floor (GiB); may only be raised")
+    max_swap_growth_mib: Annotated[float, Field(ge=0, le=65536)] = Field(
+        host_memory.MAX_SWAP_GROWTH_MIB, description="Swap growth allowed since admission (MiB); may only be lowered")
+    stall_after_s: Annotated[float, Field(gt=0, le=3600)] = Field(
+        stall.STALL_AFTER_S, description="Seconds of requests running with no token before the gate closes; "
+        "may only be lowered")
+
+
 class Gate(Frozen):
     """What the gate must see beyond the per-optimization evidence."""
 
@@ -88,6 +102,7 @@ class Gate(Frozen):
     )
     min_decode_tok_s: Annotated[float, Field(gt=0)] | None = Field(None, description="Absolute decode-speed floor")
     calibration: Calibration = Calibration()
+    watch: Watch = Watch()
 
 
 class Profile(Frozen):

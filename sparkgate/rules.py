@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from sparkgate.context import RuleContext
+from sparkgate.evidence import host_memory, stall
 from sparkgate.launch import GATE_ENV, GATE_ORIGIN, modelled_flags
 from sparkgate.model import SGLangArgs
 from sparkgate.optimizations import REGISTRY
@@ -239,6 +240,28 @@ def _gate_floor_problems(ctx: RuleContext) -> list[Problem]:
         if value < minimum:
             problems.append(ctx.problem([field], f"{value} is below the gate's minimum {minimum}: {why}",
                                         f"set {field} to {minimum} or more (a profile may only tighten the gate)"))
+    watch = gate.watch
+    # (field, value, default, tighter is larger, why the default is the loosest the gate accepts)
+    watched = [
+        ("gate.watch.min_mem_available_gib", watch.min_mem_available_gib, host_memory.MIN_AVAILABLE_GIB, True,
+         "with less left a unified-memory Spark wedges before the gate can close"),
+        ("gate.watch.max_swap_growth_mib", watch.max_swap_growth_mib, host_memory.MAX_SWAP_GROWTH_MIB, False,
+         "a Spark swapping more than that since admission is minutes from a stall"),
+        ("gate.watch.stall_after_s", watch.stall_after_s, stall.STALL_AFTER_S, False,
+         "a hung engine would keep its gate open longer than a minute"),
+    ]
+    for field, value, default, raise_only, why in watched:
+        if (value < default) if raise_only else (value > default):
+            bound = "or more" if raise_only else "or less"
+            problems.append(ctx.problem(
+                [field], f"{value:g} loosens the gate's default {default:g}: {why}",
+                f"set {field} to {default:g} {bound}, or remove it (a profile may only tighten the gate)"))
+    if watch.stall_after_s < stall.MIN_STALL_AFTER_S:
+        problems.append(ctx.problem(
+            ["gate.watch.stall_after_s"],
+            f"{watch.stall_after_s:g} s is below {stall.MIN_STALL_AFTER_S:g} s: a single slow sentinel period "
+            "would read as a stall and close a healthy gate",
+            f"set gate.watch.stall_after_s between {stall.MIN_STALL_AFTER_S:g} and {stall.STALL_AFTER_S:g}"))
     baseline = gate.baseline_decode_tok_s
     minimum = GATE_MINIMUMS["baseline_decode_tok_s"]
     if baseline is None or baseline < minimum:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
+from sparkgate.evidence import activity as activity_mod
 from sparkgate.evidence import answer_set as answer_set_mod
 from sparkgate.evidence import metrics as metrics_mod
 from sparkgate.evidence.answer_set import AnswerSet, Question
@@ -278,10 +279,11 @@ def _agreement(answers: AnswersResult, answer_set: AnswerSet, baseline: dict, so
 # --- after admission ------------------------------------------------------------------------------------
 
 
-def _generated(client: EngineClient) -> float | None:
+def _fresh_activity(client: EngineClient) -> activity_mod.Activity | None:
+    """A reading of its own (after a probe, this period's shared one is out of date)."""
     try:
-        return metrics_mod.total(metrics_mod.parse(client.get_text("/metrics")), GENERATION_TOKENS)
-    except EngineUnreachable:
+        return activity_mod.read(metrics_mod.parse(client.get_text("/metrics")))
+    except (EngineUnreachable, activity_mod.ActivityUnreadable):
         return None
 
 
@@ -291,7 +293,7 @@ def start_rechecks(ctx: RecheckContext, admitted: dict | None = None) -> None:
     may phrase one answer in a way the judge does not read) is never asked again, so the probe cannot close a
     gate the verdict opened on the very same reply."""
     texts = (admitted or {}).get("texts") or {}
-    ctx.state.update(next_index=0, previous_tokens=_generated(ctx.client), last_probe_at=time.monotonic(),
+    ctx.state.update(next_index=0, previous_activity=_fresh_activity(ctx.client), last_probe_at=time.monotonic(),
                      skipped=0, admitted_texts=texts,
                      rotation=[q.id for q in answer_set_mod.load().questions if q.id in texts])
 
@@ -299,18 +301,19 @@ def start_rechecks(ctx: RecheckContext, admitted: dict | None = None) -> None:
 def rechecks(ctx: RecheckContext) -> list[CheckResult]:
     """One question every PROBE_EVERY_PERIODS periods, when the engine is idle.
 
-    Idle is read from the generation counter (nothing generated over a whole period), as the MTP probe reads
-    it, so a client rarely queues behind a question at batch 1: the questions asked here are the short ones
-    (a few tokens). A probe that gets no answer in time is skipped, since a client's long request may hold the
-    engine; MAX_SKIPPED_PROBES in a row fail."""
+    Idle is read as every re-check reads it (evidence/activity.py: nothing running or queued, no token made
+    over a whole period), so a client rarely queues behind a question at batch 1: the questions asked here
+    are the short ones (a few tokens). A probe that gets no answer in time is skipped, since a client's
+    request may have arrived meanwhile; MAX_SKIPPED_PROBES in a row fail."""
     state = ctx.state
-    tokens = _generated(ctx.client)
-    if tokens is None:
-        return [failed("sentinel.answer_probe", "counters unavailable", f"{GENERATION_TOKENS} in /metrics",
-                       "GET /metrics", "the engine's /metrics lost its generation counter (restart, or "
+    try:
+        now = activity_mod.read(ctx.metrics())
+    except (EngineUnreachable, activity_mod.ActivityUnreadable) as exc:
+        return [failed("sentinel.answer_probe", str(exc), f"{activity_mod.PROGRESS} and the request gauges in "
+                       "/metrics", "GET /metrics", "the engine's /metrics lost its progress counter (restart, or "
                        "--enable-metrics missing): idleness cannot be read, so the gate closes")]
-    previous, state["previous_tokens"] = state.get("previous_tokens"), tokens
-    idle = previous is not None and tokens == previous
+    previous, state["previous_activity"] = state.get("previous_activity"), now
+    idle = activity_mod.idle(previous, now)
     due = time.monotonic() - state.get("last_probe_at", 0.0) >= PROBE_EVERY_PERIODS * ctx.period_s
     rotation = state.get("rotation") or []
     if not (idle and due):
@@ -327,7 +330,7 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
     scale = float(ctx.expectations.get("time_scale") or 1.0)
     reply = ask(ctx.client, ctx.expectations["engine"]["served_model_name"], answer_set, question, scale,
                 timeout_s=max(2.0, ctx.period_s))  # a re-check finishes inside about one period
-    state.update(last_probe_at=time.monotonic(), previous_tokens=_generated(ctx.client))
+    state.update(last_probe_at=time.monotonic(), previous_activity=_fresh_activity(ctx.client))
     observed = {**reply.shown(), "question_id": reply.id,
                 "same_text_as_admission": reply.text == state["admitted_texts"].get(reply.id)}
     if reply.timed_out:

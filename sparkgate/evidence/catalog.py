@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkgate.atomic import write_text_atomically
-from sparkgate.evidence import answers, common, host_memory
+from sparkgate.evidence import answers, common, host_memory, stall
 from sparkgate.evidence.stages import Stage
 from sparkgate.optimizations import REGISTRY
 
@@ -42,7 +42,8 @@ class DuplicateCheck(Exception):
 
 def declared() -> dict[str, Declared]:
     """Every declared check by name, common checks first, then each optimization in registry order."""
-    sources = [("engine", common.CHECKS, common.DOCS), ("answers", answers.CHECKS, answers.DOCS),
+    sources = [("engine", common.CHECKS, common.DOCS), ("engine", stall.CHECKS, stall.DOCS),
+               ("answers", answers.CHECKS, answers.DOCS),
                ("host", host_memory.CHECKS, host_memory.DOCS)]
     sources += [(key, module.CHECKS, module.DOCS) for key, module in REGISTRY.items()]
     table: dict[str, Declared] = {}

@@ -116,8 +116,9 @@ def headroom_check(meminfo: MemInfo | None, error: str | None, path: str, expect
 
 def _limits(expectations: dict) -> tuple[float, float]:
     host = expectations.get("host") or {}
-    return (float(host.get("min_mem_available_gib") or MIN_AVAILABLE_GIB),
-            float(host.get("max_swap_growth_mib") or MAX_SWAP_GROWTH_MIB))
+    floor, growth = host.get("min_mem_available_gib"), host.get("max_swap_growth_mib")
+    return (MIN_AVAILABLE_GIB if floor is None else float(floor),
+            MAX_SWAP_GROWTH_MIB if growth is None else float(growth))  # 0 is a tightened bound: no swap at all
 
 
 def start_rechecks(ctx: RecheckContext, meminfo_path: str = HOST_MEMINFO) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sparkgate.evidence import metrics as metrics_mod
 from sparkgate.evidence.client import EngineClient
 
 
@@ -15,8 +17,39 @@ class RecheckContext:
     expectations: dict  # the bundle's expectations.json
     # The optimization's own memory between re-checks, emptied before each full verification.
     state: dict = field(default_factory=dict)
+    # This period's one read of the engine's /metrics, shared by every re-check (the sentinel sets it each
+    # period); None reads it afresh.
+    scrape: Callable[[], list] | None = None
 
     @property
     def want(self) -> dict:
         """This optimization's section of the expectations."""
         return self.expectations["optimizations"][self.key]
+
+    def metrics(self) -> list:
+        """The engine's /metrics samples of this period (raises EngineUnreachable)."""
+        if self.scrape is not None:
+            return self.scrape()
+        return metrics_mod.parse(self.client.get_text("/metrics"))
+
+
+class PeriodScrape:
+    """One /metrics read per period, on first use; a failed read is remembered for the period too, so a dead
+    engine costs one timeout, not one per re-check."""
+
+    def __init__(self, client: EngineClient):
+        self.client = client
+        self._samples: list | None = None
+        self._error: Exception | None = None
+        self.reads = 0
+
+    def __call__(self) -> list:
+        if self._samples is None and self._error is None:
+            self.reads += 1
+            try:
+                self._samples = metrics_mod.parse(self.client.get_text("/metrics"))
+            except Exception as exc:  # noqa: BLE001 - re-raised to every caller of this period
+                self._error = exc
+        if self._error is not None:
+            raise self._error
+        return self._samples

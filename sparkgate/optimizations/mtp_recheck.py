@@ -8,8 +8,9 @@ Two signals instead:
   against the profile's floor - the same measurement that admitted the engine. It runs only while the
   engine is idle (batch 1: a probe queues a client behind it), within a timeout of one period: after
   client traffic at the first idle re-check, otherwise every `PROBE_EVERY_PERIODS` periods. "Idle" is
-  read from the counters - no token generated over the whole last period - because SGLang's
-  `num_running_reqs` gauge only updates when the decode log fires and stays stale after traffic ends;
+  read as every re-check reads it (evidence/activity.py): nothing running or queued and no token made over
+  the whole last period, on SGLang's per-forward-pass counter (`generation_tokens_total` stands still
+  through a long stream, which would read as idle and queue the probe behind the client);
 - a **collapse** statistic on client traffic: the windowed accept length (generated tokens over verify
   calls) at or below `COLLAPSE_ACCEPT_LENGTH` over at least `MIN_VERIFY_CALLS` verify calls. A draft
   that accepts nothing reads exactly 1.00; a healthy one accepts about one draft token in two even on
@@ -25,6 +26,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from sparkgate.evidence import activity as activity_mod
 from sparkgate.evidence import metrics as metrics_mod
 from sparkgate.evidence.calibration import COMPLETION_TOKENS, PROMPTS, SPEC_VERIFY_CT
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
@@ -56,7 +58,10 @@ class Counters:
 
 
 def read_counters(text: str) -> Counters | None:
-    samples = metrics_mod.parse(text)
+    return counters_of(metrics_mod.parse(text))
+
+
+def counters_of(samples: list) -> Counters | None:
     tokens = metrics_mod.total(samples, GENERATION_TOKENS)
     verifies = metrics_mod.total(samples, VERIFY_CALLS)
     if tokens is None or verifies is None:
@@ -134,10 +139,17 @@ def read_engine_counters(client: EngineClient) -> Counters | None:
         return None
 
 
+def _fresh_activity(client: EngineClient) -> activity_mod.Activity | None:
+    try:
+        return activity_mod.read(metrics_mod.parse(client.get_text("/metrics")))
+    except (EngineUnreachable, activity_mod.ActivityUnreadable):
+        return None
+
+
 def start(ctx: RecheckContext) -> None:
     """Right after a full verification: its calibration just measured acceptance, so a window starts now."""
     counters = read_engine_counters(ctx.client)
-    ctx.state.update(window_start=counters, last_probe_counters=counters, previous_counters=counters,
+    ctx.state.update(window_start=counters, last_probe_counters=counters, previous_activity=_fresh_activity(ctx.client),
                      last_probe_at=time.monotonic())
 
 
@@ -145,8 +157,12 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
     """MTP acceptance after admission, without judging client traffic against the greedy floor."""
     state = ctx.state
     floor = ctx.want["min_accept_length"]
-    now = read_engine_counters(ctx.client)
-    if now is None:
+    try:
+        samples = ctx.metrics()
+        now, now_activity = counters_of(samples), activity_mod.read(samples)
+    except (EngineUnreachable, activity_mod.ActivityUnreadable):
+        now = now_activity = None
+    if now is None or now_activity is None:
         return [counters_missing(floor)]
     results: list[CheckResult] = []
     start_counters = state.get("window_start") or now
@@ -154,8 +170,8 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
     collapsed = looks_collapsed(start_counters, now)
     if calls >= MIN_VERIFY_CALLS or now.verifies < start_counters.verifies:
         state["window_start"] = now  # judged (or the counters went backwards): start a fresh window
-    previous, state["previous_counters"] = state.get("previous_counters"), now
-    idle = previous is not None and now.tokens == previous.tokens  # nothing generated for a whole period
+    previous, state["previous_activity"] = state.get("previous_activity"), now_activity
+    idle = activity_mod.idle(previous, now_activity)  # nothing running, queued or made for a whole period
     last_probe = state.get("last_probe_counters")
     served = last_probe is None or now.verifies > last_probe.verifies
     due = time.monotonic() - state.get("last_probe_at", 0.0) >= PROBE_EVERY_PERIODS * ctx.period_s
@@ -170,7 +186,8 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
         results.append(probe_check(probe, floor, trigger))
         state["last_probe_at"] = time.monotonic()
         state["last_probe_counters"] = read_engine_counters(ctx.client)
-        state["window_start"] = state["previous_counters"] = state["last_probe_counters"] or now
+        state["window_start"] = state["last_probe_counters"] or now
+        state["previous_activity"] = _fresh_activity(ctx.client)
     results.append(checked(
         "sentinel.accept_window", True, {"accept_length": None if accept is None else round(accept, 3),
                                          "verify_calls": calls, "collapsed": collapsed},

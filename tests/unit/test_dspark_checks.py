@@ -9,7 +9,7 @@ import pytest
 
 from sparkgate import expectations as expectations_mod
 from sparkgate import profiles
-from sparkgate.evidence import catalog
+from sparkgate.evidence import activity, catalog
 from sparkgate.evidence.calibration import CalibrationResult, RequestResult
 from sparkgate.evidence.gather import Evidence
 from sparkgate.evidence.logs import EngineLog
@@ -188,7 +188,9 @@ def recheck_context(want: dict) -> RecheckContext:
 
 def test_rechecks_are_mtps_under_dspark_names(want, monkeypatch):
     monkeypatch.setattr(mtp_recheck, "read_engine_counters", lambda client: None)
-    [missing] = dspark.rechecks(recheck_context(want))
+    ctx = recheck_context(want)
+    ctx.scrape = lambda: []  # this period's /metrics holds no counter
+    [missing] = dspark.rechecks(ctx)
     assert missing.name == "sentinel.dspark_accept_counters" and not missing.passed
     assert catalog.stage_of(missing.name) is Stage.RECHECK_ONLY
 
@@ -197,10 +199,15 @@ def test_the_probe_is_judged_against_dsparks_floor(want, monkeypatch):
     counters = mtp_recheck.Counters(tokens=1000.0, verifies=200.0)
     monkeypatch.setattr(mtp_recheck, "read_engine_counters", lambda client: counters)
     monkeypatch.setattr(mtp_recheck, "run_probe", lambda client, timeout_s: mtp_recheck.ProbeResult(2.5, 48, 19))
+    monkeypatch.setattr(mtp_recheck, "_fresh_activity", lambda client: None)  # no engine behind this context
     ctx = recheck_context(want)
     dspark.start_rechecks(ctx)
     ctx.state["last_probe_at"] = 0.0  # a periodic probe is due
-    ctx.state["previous_counters"] = counters  # and the engine was idle over the last period
+    samples = [("sglang:generation_tokens_total", {}, 1000.0), ("sglang:spec_verify_calls_total", {}, 200.0),
+               ("sglang:realtime_tokens_total", {"mode": "decode"}, 1000.0), ("sglang:num_running_reqs", {}, 0.0),
+               ("sglang:num_queue_reqs", {}, 0.0)]
+    ctx.scrape = lambda: samples
+    ctx.state["previous_activity"] = activity.read(samples)  # and the engine was idle over the last period
     results = {c.name: c for c in dspark.rechecks(ctx)}
     assert set(results) == {"sentinel.dspark_accept_probe", "sentinel.dspark_accept_window"}
     probe = results["sentinel.dspark_accept_probe"]

@@ -17,11 +17,13 @@ from sparkgate.sentinel.service import Sentinel, SentinelConfig
 FLOOR = 2.0
 
 
-def metrics_text(tokens: float, verifies: float) -> str:
-    # num_running_reqs stays stale at 1 after traffic (SGLang updates it with the decode log only).
+def metrics_text(tokens: float, verifies: float, running: int = 0) -> str:
+    # SGLang's names: finish-time counters, the per-forward-pass progress counter, the request gauges.
     return (f"sglang:generation_tokens_total{{model_name=\"m\"}} {tokens}\n"
             f"sglang:spec_verify_calls_total{{model_name=\"m\"}} {verifies}\n"
-            f"sglang:num_running_reqs{{model_name=\"m\"}} 1\n")
+            f"sglang:realtime_tokens_total{{model_name=\"m\",mode=\"decode\"}} {tokens}\n"
+            f"sglang:num_running_reqs{{model_name=\"m\"}} {running}\n"
+            f"sglang:num_queue_reqs{{model_name=\"m\"}} 0\n")
 
 
 class FakeEngine:
@@ -149,8 +151,9 @@ def test_missing_evidence_fails_closed(make_sentinel, break_it):
     sentinel.module_rechecks()
     if break_it == "metrics_gone":
         engine.metrics_up = False
-        # Both re-checks that read the counters fail: acceptance, and the idleness the answer probe waits for.
-        assert failing(sentinel.module_rechecks()) == {"sentinel.accept_counters", "sentinel.answer_probe"}
+        # Every re-check that reads the counters fails: acceptance, the idleness the answer probe waits for, the stall watch.
+        assert failing(sentinel.module_rechecks()) == {"sentinel.accept_counters", "sentinel.answer_probe",
+                                                       "engine.stalled"}
     else:
         engine.probe_accept = None
         assert failing(sentinel.module_rechecks()) == {"sentinel.accept_probe"}

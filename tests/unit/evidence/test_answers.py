@@ -33,6 +33,8 @@ class ScriptedEngine:
         self.status = status
         self.requests: list[dict] = []
         self.generated = 0.0
+        self.running = 0  # what the sglang:num_running_reqs gauge publishes
+        self.streamed = 0.0  # tokens of a client stream still running (not yet in generation_tokens_total)
         self.lock = threading.Lock()
 
     def reply_for(self, body: dict) -> str:
@@ -57,7 +59,11 @@ class ScriptedEngine:
 
             def do_GET(self):  # noqa: N802
                 if self.path == "/metrics":
-                    self._send(200, f"sglang:generation_tokens_total {engine.generated}\n".encode(), "text/plain")
+                    # SGLang's names: the finish-time counter, the per-forward-pass one, the request gauges.
+                    text = (f"sglang:generation_tokens_total {engine.generated}\n"
+                            f'sglang:realtime_tokens_total{{mode="decode"}} {engine.generated + engine.streamed}\n'
+                            f"sglang:num_running_reqs {engine.running}\nsglang:num_queue_reqs 0\n")
+                    self._send(200, text.encode(), "text/plain")
                 else:
                     self._send(404, b"{}")
 
@@ -270,6 +276,23 @@ def test_after_admission_one_rotating_question_is_asked_only_when_idle_and_due(e
     ctx.state["last_probe_at"] = 0.0
     second = answers.rechecks(ctx)
     assert second[0].observed["question_id"] == SET.questions[2].id and len(engine.requests) == 2
+
+
+def test_a_long_client_stream_is_never_read_as_idle_though_the_finish_counter_stands_still(engine_at):
+    """sglang:generation_tokens_total moves only when a request finishes: read alone, a long stream looks idle and
+    a probe would queue behind the client (batch 1). The per-forward-pass counter and the gauges say otherwise."""
+    engine = ScriptedEngine()
+    ctx = context(engine_at(engine))
+    ctx.state["last_probe_at"] = 0.0  # due at once
+    engine.running = 1
+    for _ in range(3):
+        engine.streamed += 40
+        assert answers.rechecks(ctx) == []
+    assert answers.rechecks(ctx) == [] and engine.requests == []  # a period without a token, but still running
+    engine.running, engine.streamed = 0, engine.streamed + 7  # the stream ended; SGLang publishes the idle gauge
+    assert answers.rechecks(ctx) == []  # its last tokens moved the counter in this period
+    [probe] = answers.rechecks(ctx)
+    assert probe.passed and len(engine.requests) == 1
 
 
 def test_a_wrong_answer_after_admission_fails_the_probe_with_the_answers_shown(engine_at):

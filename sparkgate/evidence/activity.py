@@ -1,0 +1,54 @@
+"""What the engine is doing, from SGLang's own metrics: the one reading of "busy" and "idle" every re-check uses.
+
+- progress: `sglang:realtime_tokens_total` over every mode (prefill_compute, prefill_cache, decode). SGLang
+  bumps it on every forward pass (scheduler_components/metrics_reporter.py `report_decode_stats` ->
+  `increment_realtime_tokens`), unlike `sglang:generation_tokens_total`, which moves only when a request
+  finishes and so stands still through a long healthy stream;
+- work: `sglang:num_running_reqs` + `sglang:num_queue_reqs`, SGLang's gauges, published at each prefill, every
+  `--decode-log-interval` decode passes (default 40) and when the scheduler goes idle.
+
+Idle (a probe may be sent without making a client queue behind it at batch 1): no work published and no
+token made over the whole last period.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sparkgate.evidence import metrics as metrics_mod
+from sparkgate.sglang import conformance as C
+
+PROGRESS = C.metric("realtime_tokens")
+RUNNING = C.metric("num_running_reqs")
+QUEUED = C.metric("num_queue_reqs")
+
+
+@dataclass(frozen=True)
+class Activity:
+    """What one /metrics read says about the engine's work."""
+
+    progress_tokens: float  # sglang:realtime_tokens_total over every mode
+    running: float
+    queued: float
+
+    @property
+    def busy(self) -> bool:
+        return self.running + self.queued > 0
+
+
+class ActivityUnreadable(Exception):
+    pass
+
+
+def read(samples: list) -> Activity:
+    """The activity in parsed /metrics samples; a missing series is an error (fail closed)."""
+    values = {name: metrics_mod.total(samples, name) for name in (PROGRESS, RUNNING, QUEUED)}
+    missing = [name for name, value in values.items() if value is None]
+    if missing:
+        raise ActivityUnreadable(f"no {', '.join(missing)} in /metrics")
+    return Activity(values[PROGRESS], values[RUNNING], values[QUEUED])
+
+
+def idle(previous: Activity | None, now: Activity) -> bool:
+    """Idle over the period between two readings: nothing published as running or queued, no token made."""
+    return previous is not None and not now.busy and now.progress_tokens == previous.progress_tokens
