@@ -70,7 +70,7 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
         "engine.stalled", not stalled, observed, expected, source,
         f"requests have been running for {quiet_s:.0f} s without a single token (SGLang's {PROGRESS} stood still) "
         "while /health may still answer: the engine is hung (on GB10 most often a CUDA hang or a wedged "
-        "unified-memory allocation). Restart the engine (`invoke restart` or `docker compose restart engine`); "
-        "the gate re-verifies it before admitting traffic. If it recurs, look at `invoke logs` around the stall "
+        "unified-memory allocation). Restart the engine (`docker compose restart engine` in the bundle directory, "
+        "or `invoke deploy` again); the gate re-verifies it before admitting traffic. If it recurs, look at `invoke logs` around the stall "
         "and the host's memory (host.memory_headroom)",
     )]
