@@ -76,9 +76,10 @@ Optimizations = optimizations_model(REGISTRY)
 class Calibration(Frozen):
     """Bounded functional probe the gate runs before admitting traffic."""
 
-    prompts: PositiveInt = Field(3, description="Fixed prompts sent at temperature 0")
-    max_new_tokens: PositiveInt = Field(128, description="Token budget per prompt")
-    time_budget_s: Annotated[float, Field(gt=0)] = Field(10.0, description="Whole calibration must finish within this")
+    # Upper bounds keep a verification inside minutes (docs/profiles.md "Bounds").
+    prompts: Annotated[int, Field(gt=0, le=16)] = Field(3, description="Fixed prompts sent at temperature 0")
+    max_new_tokens: Annotated[int, Field(gt=0, le=2048)] = Field(128, description="Token budget per prompt")
+    time_budget_s: Annotated[float, Field(gt=0, le=600)] = Field(10.0, description="Whole calibration must finish within this")
 
 
 class Watch(Frozen):
@@ -97,10 +98,10 @@ class Watch(Frozen):
 class Gate(Frozen):
     """What the gate must see beyond the per-optimization evidence."""
 
-    baseline_decode_tok_s: Annotated[float, Field(gt=0)] | None = Field(
+    baseline_decode_tok_s: Annotated[float, Field(gt=0, le=1000)] | None = Field(
         None, description="Measured baseline decode speed on this hardware; a stacked profile slower than it is refused"
     )
-    min_decode_tok_s: Annotated[float, Field(gt=0)] | None = Field(None, description="Absolute decode-speed floor")
+    min_decode_tok_s: Annotated[float, Field(gt=0, le=1000)] | None = Field(None, description="Absolute decode-speed floor")
     calibration: Calibration = Calibration()
     watch: Watch = Watch()
 

@@ -3,6 +3,7 @@ the launch rules. Every refusal names the file and field that caused it."""
 
 from __future__ import annotations
 
+import codecs
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from sparkgate.problems import Problem, ProfileError, single
 from sparkgate.rules import check
 
 Path_ = tuple[str, ...]
+MAX_PROFILE_BYTES = 64 * 1024  # the largest shipped profile is under 2 KiB
 
 
 def display(path: Path) -> str:
@@ -103,14 +105,60 @@ def _refuse_raw_control_characters(shown: str, text: str) -> None:
                  "remove them; write the value with plain characters") from None
 
 
+# Byte-order marks of encodings other than UTF-8: a file saved so is refused by name, not read as garbage.
+_FOREIGN_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
+                 (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
+
+
+def _decode(shown: str, raw: bytes) -> str:
+    """The file's text: UTF-8, with a leading UTF-8 byte-order mark (as some editors write) dropped."""
+    for bom, encoding in _FOREIGN_BOMS:
+        if raw.startswith(bom):
+            raise single(shown, "(file)", f"is saved as {encoding} (byte-order mark {bom.hex(' ')})",
+                         "save it as UTF-8") from None
+    raw = raw.removeprefix(codecs.BOM_UTF8)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise single(shown, f"line {line}", f"is not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})",
+                     "save the file as UTF-8") from None
+
+
+def _refuse_duplicate_keys(shown: str, node: yaml.Node | None, path: str = "") -> None:
+    """A key written twice in one mapping: YAML keeps the last silently, so a file could read as FP8-on and
+    load as FP8-off. Refused with both lines."""
+    if isinstance(node, yaml.MappingNode):
+        first_line: dict[str, int] = {}
+        for key, value in node.value:
+            name = str(key.value)
+            dotted = f"{path}.{name}" if path else name
+            if name in first_line:
+                raise single(shown, dotted, f"line {key.start_mark.line + 1}: key {name!r} is written twice (first at "
+                             f"line {first_line[name]}); YAML would keep only the last", "keep one of them") from None
+            first_line[name] = key.start_mark.line + 1
+            _refuse_duplicate_keys(shown, value, dotted)
+    elif isinstance(node, yaml.SequenceNode):
+        for position, item in enumerate(node.value):
+            _refuse_duplicate_keys(shown, item, f"{path}[{position}]")
+
+
 def _read(path: Path) -> dict[str, Any]:
     shown = display(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise single(shown, "(file)", "no such profile file", "check the name; `invoke profiles` lists them") from None
+    except OSError as exc:
+        raise single(shown, "(file)", f"cannot be read ({exc.strerror or exc})", "check the path and its "
+                     "permissions") from None
+    if len(raw) > MAX_PROFILE_BYTES:
+        raise single(shown, "(file)", f"is {len(raw)} bytes, more than a profile needs ({MAX_PROFILE_BYTES})",
+                     "point at the profile's YAML file") from None
+    text = _decode(shown, raw)
     _refuse_raw_control_characters(shown, text)
     try:
+        _refuse_duplicate_keys(shown, yaml.compose(text, Loader=yaml.SafeLoader))
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

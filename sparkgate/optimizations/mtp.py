@@ -54,13 +54,13 @@ RESOLVED_ALGORITHM = conformance.string_("spec_algorithm_eagle")
 class Settings(Frozen):
     enabled: bool = False
     algorithm: Literal["NEXTN"] = "NEXTN"
-    num_steps: Annotated[int, Field(ge=1)] = 3
-    eagle_topk: Annotated[int, Field(ge=1)] = 1
-    num_draft_tokens: Annotated[int, Field(ge=2)] = 4
+    num_steps: Annotated[int, Field(ge=1, le=16)] = 3
+    eagle_topk: Annotated[int, Field(ge=1, le=16)] = 1
+    num_draft_tokens: Annotated[int, Field(ge=2, le=64)] = 4
     draft_model_path: ContainerPath | None = Field(
         None, description="Defaults to model.path, where the NEXTN layer ships; any other path is refused"
     )
-    min_accept_length: Annotated[float, Field(gt=1.0)] = Field(
+    min_accept_length: Annotated[float, Field(gt=1.0, le=64)] = Field(
         2.0, description="Gate floor for the measured accept length; a broken draft reads 1.00"
     )
 
