@@ -15,12 +15,25 @@ _SIZES = C.log_pattern("scheduler_sizes")
 _READY = C.log_format("ready")
 
 
+TRACEBACK_NOTE = "; a traceback is in the log after it (see log)"
+
+
+def _looks_like_an_error(line: str) -> bool:
+    return line.startswith("Traceback") or "Exception:" in line or line.lstrip().startswith(("Error:", "RuntimeError:"))
+
+
 def current_phase(log_text: str | None) -> str:
-    """The latest startup phase the log shows; 'no log yet' when there is none."""
+    """The latest startup phase the log shows; 'no log yet' when there is none.
+
+    Only what the log proves: a traceback does not prove a crash (SGLang and its libraries log some on paths
+    they recover from, and the start goes on), so it is noted after the phase it followed and dropped when a
+    later startup line shows the start went on. Whether the engine died is the container's state, which the
+    deploy follower reads (`engine exited (code N)`)."""
     if not log_text:
         return "no log yet"
-    phase = "starting"
+    phase, traceback_after = "starting", False
     for line in log_text.splitlines():
+        progressed = True
         if _SERVER_ARGS.search(line):
             phase = "starting (arguments resolved)"
         elif _LOAD_BEGIN.search(line):
@@ -33,6 +46,10 @@ def current_phase(log_text: str | None) -> str:
             phase = "warming up"
         elif _READY in line:
             phase = READY
-        elif line.startswith("Traceback") or "Exception:" in line or "Error:" in line and "Traceback" in log_text:
-            phase = "crashed (see log)"
-    return phase
+        else:
+            progressed = False
+            if _looks_like_an_error(line):
+                traceback_after = True
+        if progressed:
+            traceback_after = False
+    return phase + TRACEBACK_NOTE if traceback_after else phase
