@@ -26,7 +26,7 @@ from sparkgate_sim.image import FP8_LM_HEAD_ENV, IMAGES, exportable_env_vars
 from sparkgate_sim.knobs import Knobs
 from sparkgate_sim.lifecycle import READY, STARTING, NotReady, Restarted
 from sparkgate_sim.logs import EngineLog
-from sparkgate_sim.metrics import EngineMetrics
+from sparkgate_sim.metrics import REALTIME_DECODE, REALTIME_PREFILL_COMPUTE, EngineMetrics
 from sparkgate_sim.resolve import requested, resolve, token_capacity
 from sparkgate_sim.scheduler_lines import prefill_line
 from sparkgate_sim.startup import humming_line, run_startup
@@ -35,6 +35,16 @@ EXPOSE_OWN_ENV_VARS = C.env("expose_own_env_vars")
 GRAPH_LABEL = C.string_("graph_label_cuda")
 # internal_state.py _DECODE_GRAPH_PHASES: the graph phases a PD router attributes to decode.
 DECODE_GRAPH_PHASES = ("decode", "target_verify", "draft_decode", "draft_extend")
+# metrics_reporter.py: _maybe_log_idle_metrics republishes 30 s after the last log_stats, and
+# GEN_THROUGHPUT_STALENESS_SECONDS decays gen_throughput to 0 at a prefill report 30 s after the last decode
+# report. Simulated seconds here, like every duration the engine reports.
+IDLE_REPUBLISH_S = 30.0
+GEN_THROUGHPUT_STALENESS_S = 30.0
+# decode-stall is bounded: a request stalled this long (simulated seconds) is aborted, so nothing waits forever.
+# It ends as a graceful abort (schedule_batch.py FINISH_ABORT().to_json(), no status code), which the
+# tokenizer and the OpenAI routes pass through as a normal final chunk with finish reason "abort".
+STALL_ABORT_AFTER_S = 600.0
+STALL_ABORT_FINISH = {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
 
 
 @dataclass
@@ -172,6 +182,11 @@ class Engine:
         self.running = 0
         self.finished_requests = 0
         self.forward_ct_decode = 0
+        # What metrics_reporter.py keeps between reports: the running count last published (stats.num_running_reqs,
+        # which _maybe_log_idle_metrics compares with the empty batch), when log_stats last ran
+        # (metrics_collector.last_log_time) and when the last decode report was (last_decode_stats_tic).
+        self.published_running = 0
+        self.metrics_published_at = self.decode_stats_at = time.monotonic()
         self.window = DecodeWindow()
         self.spec_total_accepted = 0
         self.spec_total_verify_ct = 0
@@ -366,6 +381,8 @@ class Engine:
             finally:
                 with self._lock:
                     self.running = 0
+                    if epoch == self.epoch:
+                        self._maybe_publish_idle()  # the scheduler goes idle (unless a request is waiting)
 
     def _run(self, req: GenRequest, epoch: int, received: float, received_wall: float) -> Iterator[Chunk]:
         engaged, speed = self.engaged, self.speed
@@ -391,6 +408,7 @@ class Engine:
         limit = max(1, limit)
         phase = (seed % 997) / 997.0  # where in the 2-2-3 pattern this request starts
         self.log.scheduler(prefill_line(req.prompt_tokens, self.queued, self._usage(req.prompt_tokens)))
+        self._report_prefill(req.prompt_tokens)
         with self._lock:
             humming_first_forward, self.humming_line_pending = self.humming_line_pending, False
         if humming_first_forward:
@@ -412,6 +430,8 @@ class Engine:
         sent_early = False  # a streamed chunk went out before the final one
         stop_hit: str | None = None
         step = 0
+        reported = False  # a decode-log report ran during this request (the running gauge reads 1 since)
+        aborted = False  # decode-stall outlasted STALL_ABORT_AFTER_S
         while True:
             text = textgen.render_output(words)
             stop_hit = next((s for s in req.stop if s and s in text), None)
@@ -428,6 +448,12 @@ class Engine:
                 # Anchor the decode schedule where the first token was handed over: a slow first write
                 # (a loaded machine) must not be made up for by shorter decode steps.
                 start, sim_elapsed_at_anchor = time.monotonic(), sim_elapsed
+            stalled_s = 0.0
+            if reported and self.board.runtime(faults.DECODE_STALL) is not None:
+                stalled_s, aborted = self._stall(epoch)
+                sim_elapsed += stalled_s  # the request's latencies include the hang
+                if aborted:
+                    break
             # one decode step: a verify step emitting k tokens (MTP) or one plain step
             k = timing.emitted_at_step(accept_length, step, phase) if spec else 1
             k = max(1, min(k, limit - len(words)))
@@ -438,18 +464,21 @@ class Engine:
             new = [token for token, _ in emitted]
             ids.extend(token_id for _, token_id in emitted)
             words.extend(new)
-            itl_samples.append((dt, k))
+            itl_samples.append((dt + stalled_s, k))
             if spec:
                 verify_ct += 1
                 correct += k - 1
                 histogram.extend([0] * (k - len(histogram)))
                 histogram[k - 1] += 1
-            self._after_decode_step(k, dt, spec, engaged, req.prompt_tokens + len(words))
+            reported |= self._after_decode_step(k, dt, spec, engaged, req.prompt_tokens + len(words), stalled_s)
             step += 1
         # EOS: no budget, or an answer that ended before the budget did (an answer exactly as long as the
         # budget is cut there: the length check comes first, as in SGLang's Req.check_finished).
         eos = req.max_new_tokens is None or (answer is not None and len(words) < req.max_new_tokens)
-        if stop_hit is None and eos:
+        if aborted:
+            finish = dict(STALL_ABORT_FINISH)
+            new = []  # the words so far were all sent already
+        elif stop_hit is None and eos:
             finish = {"type": "stop", "matched": textgen.EOS_TOKEN_ID}
         elif stop_hit is not None:
             finish = {"type": "stop", "matched": stop_hit}
@@ -538,12 +567,17 @@ class Engine:
         meta.update(cached_tokens_details=None, dp_rank=None)
         return meta
 
-    def _after_decode_step(self, k: int, dt: float, spec: bool, engaged: Engaged, seq_len: int) -> None:
+    def _after_decode_step(
+        self, k: int, dt: float, spec: bool, engaged: Engaged, seq_len: int, stalled_s: float = 0.0
+    ) -> bool:
+        """One decode iteration's bookkeeping (batch_result_processor.py, then report_decode_stats); True when it
+        ran the periodic decode-log report. `stalled_s`: how long the step hung before it (decode-stall), which the
+        gap to the next report includes."""
         with self._lock:
             self.forward_ct_decode += 1
             w = self.window
             w.tokens += k
-            w.sim_seconds += dt
+            w.sim_seconds += dt + stalled_s
             if spec:
                 w.verify_ct += 1
                 w.accepted_tokens += k
@@ -554,8 +588,12 @@ class Engine:
                 mode = C.string_("cuda_graph_mode_graph" if engaged.cuda_graph else "cuda_graph_mode_eager")
                 with self.metrics.registry.lock:
                     self.metrics.cuda_graph_passes.inc({**self.metrics.scheduler_labels, "mode": mode})
+                    # every iteration: the tokens this step generated (a verify step: its accepted tokens)
+                    self.metrics.realtime_tokens.inc({**self.metrics.scheduler_labels, "mode": REALTIME_DECODE}, k)
             if self.forward_ct_decode % self.decode_log_interval == 0:
                 self._decode_log(spec, engaged, seq_len)
+                return True
+            return False
 
     def _decode_log(self, spec: bool, engaged: Engaged, seq_len: int) -> None:
         """The periodic `Decode batch` line and the gauges SGLang refreshes with it (lock held)."""
@@ -594,7 +632,88 @@ class Engine:
                 # metrics_reporter.py: 0 unless a speculative worker reports its steps and draft tokens
                 m.spec_num_steps.set(labels, self.resolved["speculative_num_steps"] if spec else 0)
                 m.spec_num_draft_tokens.set(labels, self.num_draft_tokens if spec else 0)
+            self.published_running = 1  # len(batch.reqs)
+            self.metrics_published_at = time.monotonic()
+        self.decode_stats_at = time.monotonic()
         self.window = DecodeWindow()
+
+    def count_realtime_tokens(self, mode: str, tokens: int) -> None:
+        """increment_realtime_tokens: a zero delta adds nothing (no child for that mode)."""
+        if self.metrics is None or not tokens:
+            return
+        m = self.metrics
+        with m.registry.lock:
+            m.realtime_tokens.inc({**m.scheduler_labels, "mode": mode}, tokens)
+
+    def note_published(self) -> None:
+        """The startup published the idle gauges (running 0) at ready: the idle republish counts from here."""
+        with self._lock:
+            self.published_running = 0
+            self.metrics_published_at = time.monotonic()
+
+    def _report_prefill(self, new_tokens: int) -> None:
+        """report_prefill_stats with metrics on: the prefill's tokens (no prefix cache: all computed), then log_stats
+        with the running batch as it was before this request joined it (batch 1: empty, so 0) and the waiting
+        queue (this request has left it); gen_throughput decays to 0 when the last decode report is stale."""
+        with self._lock:
+            if self.metrics is None:
+                return
+            now = time.monotonic()
+            if (now - self.decode_stats_at) / self.knobs.time_scale > GEN_THROUGHPUT_STALENESS_S:
+                self.last_gen_throughput = 0.0
+            m, labels = self.metrics, self.metrics.scheduler_labels
+            with m.registry.lock:
+                m.realtime_tokens.inc({**labels, "mode": REALTIME_PREFILL_COMPUTE}, new_tokens)
+                m.num_running_reqs.set(labels, 0)
+                m.num_queue_reqs.set(labels, self.queued)
+                m.gen_throughput.set(labels, self.last_gen_throughput)
+                m.num_used_tokens.set(labels, new_tokens)
+                m.token_usage.set(labels, self._usage(new_tokens))
+            self.published_running = 0
+            self.metrics_published_at = now
+
+    def _maybe_publish_idle(self) -> None:
+        """_maybe_log_idle_metrics, while the scheduler has nothing to run (lock held): publish when the running
+        gauge disagrees with the empty batch (it read 1 since a decode report) or 30 s after the last publish:
+        running and queue 0, gen_throughput 0, the KV pool empty."""
+        if self.metrics is None or self.state != READY or self.running or self.queued:
+            return
+        now = time.monotonic()
+        stale = self.published_running != 0
+        if not stale and (now - self.metrics_published_at) / self.knobs.time_scale <= IDLE_REPUBLISH_S:
+            return
+        m, labels = self.metrics, self.metrics.scheduler_labels
+        with m.registry.lock:
+            m.num_running_reqs.set(labels, 0)
+            m.num_queue_reqs.set(labels, 0)
+            m.gen_throughput.set(labels, 0.0)
+            m.num_used_tokens.set(labels, 0)
+            m.token_usage.set(labels, 0.0)
+        self.published_running = 0
+        self.metrics_published_at = now
+
+    def refresh_idle_metrics(self) -> None:
+        """An idle scheduler runs _maybe_log_idle_metrics on every idle pass; only a /metrics read can tell when it
+        did, so the simulator catches up on it there."""
+        with self._lock:
+            self._maybe_publish_idle()
+
+    def _stall(self, epoch: int) -> tuple[float, bool]:
+        """decode-stall: the decode forward does not return while the fault is on. The scheduler thread is stuck
+        in it, so nothing is emitted, counted, logged or published (the gauges keep what they last showed);
+        /health and /metrics are served elsewhere and keep answering. Returns the simulated seconds stalled and
+        whether the stall outlasted STALL_ABORT_AFTER_S (the request is then aborted)."""
+        scale = self.knobs.time_scale
+        began = time.monotonic()
+        give_up = began + STALL_ABORT_AFTER_S * scale
+        while self.board.runtime(faults.DECODE_STALL) is not None:
+            if not self.is_current(epoch):
+                raise Restarted()
+            now = time.monotonic()
+            if now >= give_up:
+                return (now - began) / scale, True
+            time.sleep(min(0.05, give_up - now))
+        return (time.monotonic() - began) / scale, False
 
     def _finish(
         self,

@@ -36,6 +36,9 @@ COLD_PREFILL_GARBLE = "cold-prefill-garble"
 # Something else on the host takes the unified memory (another model, a build): only the host meminfo file
 # (SPARKGATE_SIM_HOST_MEMINFO, host_memory.py) shows it; the engine serves on unchanged.
 MEMORY_PRESSURE = "memory-pressure"
+# A CUDA hang as Spark users report it: a decoding request stops making tokens (after its first decode-log
+# report) while /health and /metrics keep answering; clearing the fault lets it finish (engine.py).
+DECODE_STALL = "decode-stall"
 
 LOAD_TIME = frozenset(
     {
@@ -53,7 +56,7 @@ LOAD_TIME = frozenset(
         COLD_PREFILL_GARBLE,
     }
 )
-RUNTIME = frozenset({CRASH_AFTER_READY, DEGRADE_AFTER, PROBE_MISSING, ANSWERS_GARBLED, MEMORY_PRESSURE})
+RUNTIME = frozenset({CRASH_AFTER_READY, DEGRADE_AFTER, PROBE_MISSING, ANSWERS_GARBLED, MEMORY_PRESSURE, DECODE_STALL})
 ALL = LOAD_TIME | RUNTIME
 
 # Faults that take a `:N` parameter, and their value when it is omitted.

@@ -218,6 +218,7 @@ class SimHandler(BaseHTTPRequestHandler):
         self._send(200, info)
 
     def metrics(self) -> None:
+        self.engine.refresh_idle_metrics()
         metrics = self.engine.metrics
         body = metrics.registry.render() if metrics is not None else ""
         self._send(200, body, "text/plain; version=0.0.4; charset=utf-8")

@@ -20,6 +20,10 @@ ITL_BUCKETS = (
 )  # fmt: skip
 E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400)
 
+# sglang:realtime_tokens_total's `mode` values (metrics_collector.py increment_realtime_tokens); the simulator
+# has no prefix cache, so `prefill_cache` never gets a sample.
+REALTIME_PREFILL_COMPUTE, REALTIME_DECODE = "prefill_compute", "decode"
+
 LabelKey = tuple[tuple[str, str], ...]
 
 
@@ -136,6 +140,13 @@ class EngineMetrics:
         # scheduler side
         self.num_running_reqs = r.add(Gauge(C.metric("num_running_reqs"), "The number of running requests."))
         self.num_queue_reqs = r.add(Gauge(C.metric("num_queue_reqs"), "The number of requests in the waiting queue."))
+        # SchedulerMetricsCollector.increment_realtime_tokens: labels + `mode`, bumped on every prefill report and
+        # every decode iteration (a zero delta adds no child, so `prefill_cache` never shows without a cache hit).
+        self.realtime_tokens = r.add(
+            Counter(C.metric("realtime_tokens"),
+                    "Total number of tokens processed (updated on each log interval). "
+                    "mode: prefill_compute, prefill_cache, decode.")
+        )
         self.num_used_tokens = r.add(Gauge(C.metric("num_used_tokens"), "The number of used tokens."))
         self.token_usage = r.add(Gauge(C.metric("token_usage"), "The token usage."))
         self.gen_throughput = r.add(Gauge(C.metric("gen_throughput"), "The generation throughput (token/s)."))

@@ -28,6 +28,7 @@ from sparkgate.sglang import conformance as C
 from sparkgate_sim import faults, host_memory, sglang_env
 from sparkgate_sim.engagement import DRAFT_MODEL_CLASS, DSPARK_DRAFT_CLASS
 from sparkgate_sim.lifecycle import Restarted
+from sparkgate_sim.metrics import REALTIME_DECODE, REALTIME_PREFILL_COMPUTE
 from sparkgate_sim.resolve import (
     MODEL_ARCH,
     context_len,
@@ -67,6 +68,12 @@ CUDA_GRAPH = C.string_("graph_backend_cuda")
 FP8_HEAD_LOG = C.fork_only("fp8_lm_head_log")
 FP8_HEAD_ENV = C.fork_only("fp8_lm_head_env")
 ENVIRON_PY = "/sgl-workspace/sglang/python/sglang/srt/environ.py:82"
+# entrypoints/http_server.py _execute_server_warmup: one /generate of max_new_tokens 8; its prompt is the
+# 8 new tokens of the warmup's `Prefill batch` line. The scheduler counts both in sglang:realtime_tokens_total
+# (its first token comes from the prefill, the other 7 from decode), so the family exists once the engine is
+# ready (none with --skip-server-warmup until the first request).
+WARMUP_PROMPT_TOKENS = 8
+WARMUP_MAX_NEW_TOKENS = 8
 
 
 class _Memory:
@@ -245,13 +252,15 @@ def _run(engine: Engine, epoch: int) -> None:
         # engine then runs its first MoE forward with the first request (engine.py logs the line there).
         engine.humming_line_pending = engaged.humming and not humming_logged
     else:
-        log.scheduler(prefill_line(8, 0, 0.0))
+        log.scheduler(prefill_line(WARMUP_PROMPT_TOKENS, 0, 0.0))
+        engine.count_realtime_tokens(REALTIME_PREFILL_COMPUTE, WARMUP_PROMPT_TOKENS)
         if engaged.humming and not humming_logged:
             engine.sleep_sim(phases["warmup"] * 0.3, epoch)
             log.scheduler(humming_line(engine))
             engine.sleep_sim(phases["warmup"] * 0.7, epoch)
         else:
             engine.sleep_sim(phases["warmup"], epoch)
+        engine.count_realtime_tokens(REALTIME_DECODE, WARMUP_MAX_NEW_TOKENS - 1)
         log.raw(f'INFO:     127.0.0.1:{40000 + epoch} - "POST /generate HTTP/1.1" 200 OK')
     startup["tokenizer_e2e"] = elapsed_since(tic_total)
     if not engine.is_current(epoch):
@@ -266,6 +275,7 @@ def _run(engine: Engine, epoch: int) -> None:
             for phase in ("load_weight", "kv_cache_allocation", "scheduler_e2e", "tokenizer_e2e"):
                 # the tokenizer-side collector emits it (metrics_collector.py emit_startup_time): no rank labels
                 m.startup_time.set({**m.tokenizer_labels, "phase": phase}, startup[phase])
+        engine.note_published()
     engine.weight_mem_gb = weight_gb
     # Logged just before /health turns 200, so a client that saw 200 also finds the line.
     log.info(C.log_format("ready"))
