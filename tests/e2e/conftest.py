@@ -85,6 +85,15 @@ class Stack:
     def engine_admin(self, path: str, body: dict | None = None) -> dict:
         return self._engine_http("POST", path, body)
 
+    def engine_health(self) -> int:
+        """The engine's own GET /health status, asked inside its container (0: no answer)."""
+        code = ("import sys, urllib.request, urllib.error\n"
+                "try:\n    print(urllib.request.urlopen('http://127.0.0.1:30000/health', timeout=10).status)\n"
+                "except urllib.error.HTTPError as e:\n    print(e.code)\n"
+                "except OSError:\n    print(0)\n")
+        argv = ["docker", "exec", self.project.container("engine"), "python3", "-c", code]
+        return int(subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout.strip())
+
     def _engine_http(self, method: str, path: str, body: dict | None = None) -> dict:
         """One request to the unpublished engine, made from inside its own container."""
         payload = json.dumps(body).encode() if body is not None else None
