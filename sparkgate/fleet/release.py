@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from pathlib import Path
 from sparkgate import profiles, render
 from sparkgate.deploy.deploy import SIM_START_BUDGET_S, SPARK_START_BUDGET_S
 from sparkgate.deploy.preflight import SPARK_MIN_MEM_AVAILABLE_GIB
-from sparkgate.errors import run_cli
+from sparkgate.errors import Refusal, run_cli
 from sparkgate.fleet import drafter
 from sparkgate.images import load_lock
 
@@ -45,7 +46,33 @@ def images(loaded: profiles.LoadedProfile, target: str) -> list[str]:
     return sorted({lock.local_images["sentinel"], lock.local_images["gateway"], engine})
 
 
+# A simulator fault as the simulator takes it: a name, optionally `:count` or `:seconds` (docs/simulator.md).
+_SIM_FAULT = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*(?::[0-9]{1,6}s?)?")
+
+
+def _check_sim_faults(faults: tuple[str, ...], target: str) -> None:
+    """An inventory's fault list is untrusted: a name that is not a fault's shape (one character of a string the
+    role iterated, a typo with spaces) would crash-loop the simulator and read as an engine that never starts."""
+    if faults and target != "sim":
+        raise Refusal(f"sparkgate_sim_faults {list(faults)} on a {target} host: simulator faults exist only on the sim "
+                      "target. Fix: remove them from this host's inventory")
+    fix = "Fix: write a list, e.g. `sparkgate_sim_faults: [draft-lm-head-unshared]`; docs/simulator.md lists the faults"
+    for fault in faults:
+        if not _SIM_FAULT.fullmatch(fault):
+            raise Refusal(f"sparkgate_sim_faults: {fault[:60]!r} is not a simulator fault name (lowercase words joined "
+                          f"by '-', optionally ':N' or ':Ns'). {fix}")
+    try:  # the sim target's engine is this simulator: ask it, where it is installed, what it would refuse at start
+        from sparkgate_sim.faults import FaultSpecError, parse_faults
+    except ImportError:
+        return
+    try:
+        parse_faults(list(faults))
+    except FaultSpecError as exc:
+        raise Refusal(f"sparkgate_sim_faults: {exc}. {fix}") from None
+
+
 def build(options: ReleaseOptions) -> dict:
+    _check_sim_faults(options.sim_faults, options.target)
     loaded = profiles.load(options.profile)
     render_options = render.RenderOptions(
         target=options.target, sim_faults=options.sim_faults, sim_time_scale=options.sim_time_scale,

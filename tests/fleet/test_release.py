@@ -52,3 +52,18 @@ def test_manifest_lists_every_file_in_sha256sum_format(tmp_path):
     (tmp_path / "bundle" / "a.txt").write_text("b\n")
     check = subprocess.run(["sha256sum", "--check", "--strict", export.MANIFEST], cwd=tmp_path, capture_output=True, text=True)
     assert check.returncode == 1 and "bundle/a.txt: FAILED" in check.stdout
+
+
+def test_an_inventory_fault_that_is_not_a_fault_name_is_refused_in_one_line(tmp_path):
+    """A string the role iterated character by character, or a typo, would crash-loop the simulator and read as an
+    engine that never starts; the controller refuses it before anything is rendered."""
+    for bad, says in (("d", "unknown fault 'd'"), ("draft lm head", "is not a simulator fault name"),
+                      ("draft-lm-head-unshared,answers-garbled", "is not a simulator fault name"),
+                      ("$(id)", "is not a simulator fault name")):
+        done = subprocess.run([sys.executable, "-m", "sparkgate.fleet.release", "--profile", "baseline", "--target",
+                               "sim", "--out", str(tmp_path / "x"), "--sim-fault", bad], capture_output=True, text=True)
+        assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert says in done.stderr and not (tmp_path / "x").exists()
+    spark = subprocess.run([sys.executable, "-m", "sparkgate.fleet.release", "--profile", "baseline", "--target", "spark",
+                            "--out", str(tmp_path / "y"), "--sim-fault", "answers-garbled"], capture_output=True, text=True)
+    assert spark.returncode != 0 and "exist only on the sim target" in spark.stderr

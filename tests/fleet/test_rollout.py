@@ -78,7 +78,8 @@ def test_baseline_to_every_host_is_admitted(fleet_lab, baseline):
 def test_faulted_host_stops_the_rollout_and_rolls_back(request, fleet_lab, baseline, tmp_path):
     assert baseline[0].returncode == 0
     untouched = containers(rows(baseline[1])["host3"]["project"])
-    fleet_lab.set_host_vars("host2", "sparkgate_sim_faults: [draft-lm-head-unshared]\n")
+    # Written as an operator writes one fault: a plain string, not a list (the role once iterated its characters).
+    fleet_lab.set_host_vars("host2", "sparkgate_sim_faults: draft-lm-head-unshared\n")
     try:
         done, report = rollout(request, fleet_lab, "all-three", tmp_path / "all-three.json")
     finally:
@@ -91,7 +92,10 @@ def test_faulted_host_stops_the_rollout_and_rolls_back(request, fleet_lab, basel
         "host1": ("admitted", "all-three"), "host2": ("rolled_back", "baseline"), "host3": ("not_reached", "baseline"),
     }
     assert by_host["host2"]["requested_profile"] == "all-three"
-    assert any(check.startswith("mtp.") for check in by_host["host2"]["failing_checks"]), by_host["host2"]
+    # The outcome comes from host2's sentinel verdict: the checks that refused it, named in the report and the exit.
+    assert {"mtp.lm_head_module_shared", "mtp.accept_length"} <= set(by_host["host2"]["failing_checks"]), by_host["host2"]
+    assert "fleet.start_budget" not in by_host["host2"]["failing_checks"]
+    assert "mtp.lm_head_module_shared" in done.stderr
     assert by_host["host1"]["failing_checks"] == [] and by_host["host3"]["failing_checks"] == []
     assert by_host["host1"]["accept_length"] > 1.5  # MTP engaged on the canary
     assert containers(by_host["host3"]["project"]) == untouched  # never stopped, same containers
