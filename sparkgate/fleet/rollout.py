@@ -40,6 +40,9 @@ class FleetOptions:
     # Ansible's `serial` (e.g. [1, "50%"]); None keeps the playbook's canary-then-halves.
     serial: list | None = None
     extra_vars: dict = field(default_factory=dict)
+    # Ansible Vault's password file, for an inventory holding `sparkgate_api_key` encrypted (passed to Ansible as
+    # a path: the key itself never reaches the controller's command line).
+    vault_password_file: Path | None = None
 
 
 def ansible_dir() -> Path:
@@ -63,12 +66,14 @@ def run_dir(options: FleetOptions) -> Path:
     return (options.run_dir or build_dir() / "fleet").resolve()
 
 
-def hosts(inventory: Path, limit: str | None = None) -> list[str]:
+def hosts(inventory: Path, limit: str | None = None, vault_password_file: Path | None = None) -> list[str]:
     """The inventory's hosts in group `sparks` (after --limit), in inventory order."""
     if not inventory.is_file():
         raise FleetError(f"--inventory: {inventory} not found. Fix: `invoke fleet.lab --hosts 3` writes "
                          "build/fleet-lab/inventory.yaml; ansible/inventories/example/ shows one for real Sparks")
     argv = [_tool("ansible-inventory"), "-i", str(inventory), "--list"] + (["--limit", limit] if limit else [])
+    if vault_password_file:  # an inventory with vault-encrypted values does not list without it
+        argv += ["--vault-password-file", str(vault_password_file)]
     done = subprocess.run(argv, capture_output=True, text=True, env=_env(), timeout=120)
     if done.returncode != 0:
         raise FleetError(f"inventory {inventory}: ansible-inventory exited {done.returncode}: "
@@ -94,6 +99,8 @@ def playbook_argv(playbook: str, options: FleetOptions, vars_file: Path) -> list
             "-e", f"@{vars_file}"]
     if options.limit:
         argv += ["--limit", options.limit]
+    if options.vault_password_file:
+        argv += ["--vault-password-file", str(options.vault_password_file)]
     return argv
 
 
@@ -111,9 +118,17 @@ def _base_vars(options: FleetOptions) -> dict:
             **options.extra_vars}
 
 
+def _check_vault_file(options: FleetOptions) -> None:
+    path = options.vault_password_file
+    if path is not None and not path.is_file():
+        raise FleetError(f"--vault-password-file: {path} not found. Fix: the file holding the Ansible Vault password "
+                         "the inventory's sparkgate_api_key was encrypted with")
+
+
 def status(options: FleetOptions, say: Callable[[str], None] = print) -> dict:
     """Read every host; the report's outcome column is each host's last recorded rollout outcome."""
-    names = hosts(options.inventory, options.limit)
+    _check_vault_file(options)
+    names = hosts(options.inventory, options.limit, options.vault_password_file)
     directory = run_dir(options)
     shutil.rmtree(directory / "status", ignore_errors=True)
     code = _play("status.yml", options, _base_vars(options), say)
@@ -130,7 +145,8 @@ def deploy(options: FleetOptions, say: Callable[[str], None] = print) -> dict:
     # Bad input stops here, before any host is contacted: the profile is validated at the boundary (one line
     # naming its file and field), exactly as a single-host deploy does.
     profiles.load(options.profile)
-    names = hosts(options.inventory, options.limit)
+    _check_vault_file(options)
+    names = hosts(options.inventory, options.limit, options.vault_password_file)
     directory = run_dir(options)
     for stale in ("outcomes", "status"):  # this run's records only
         shutil.rmtree(directory / stale, ignore_errors=True)

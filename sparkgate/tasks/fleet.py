@@ -40,8 +40,10 @@ def lab(c, hosts=0, down=False, directory=None, name="lab"):
     "airgap": "an `invoke bundle.export` directory: images and bundle come from it, verified on each host",
     "serial": "batch sizes as JSON, e.g. '[1, \"50%\"]' (default: the playbook's canary, then halves)",
     "work_dir": "where rendered releases and per-host records go on the controller (default build/fleet)",
+    "vault_password_file": "Ansible Vault password file, when the inventory holds sparkgate_api_key encrypted",
 })
-def deploy(c, inventory=None, profile=None, limit=None, report=None, airgap=None, serial=None, work_dir=None):
+def deploy(c, inventory=None, profile=None, limit=None, report=None, airgap=None, serial=None, work_dir=None,
+           vault_password_file=None):
     """Roll a profile across a fleet with Ansible: canary first, stop at the first refused gate, roll the
     refused host back to its last-good release; print the fleet table and write the report.
 
@@ -57,6 +59,7 @@ def deploy(c, inventory=None, profile=None, limit=None, report=None, airgap=None
         profile=require(profile, "profile", "invoke fleet.deploy --inventory INV --profile baseline"),
         limit=limit, report=Path(report) if report else None, airgap=Path(airgap) if airgap else None,
         serial=json.loads(serial) if serial else None, run_dir=Path(work_dir) if work_dir else None,
+        vault_password_file=Path(vault_password_file) if vault_password_file else None,
     )
     result = rollout.deploy(options)
     path = options.report or rollout.run_dir(options) / "report.json"
@@ -71,15 +74,17 @@ def deploy(c, inventory=None, profile=None, limit=None, report=None, airgap=None
     "limit": "Ansible host pattern",
     "report": "also write the JSON report here",
     "work_dir": "where per-host records go on the controller (default build/fleet)",
+    "vault_password_file": "Ansible Vault password file, when the inventory holds sparkgate_api_key encrypted",
 })
-def status(c, inventory=None, limit=None, report=None, work_dir=None):
+def status(c, inventory=None, limit=None, report=None, work_dir=None, vault_password_file=None):
     """What every host serves now: release, gate, last rollout outcome (changes nothing)."""
     from sparkgate import display
     from sparkgate.fleet import report as report_mod
     from sparkgate.fleet import rollout
 
     options = rollout.FleetOptions(inventory=Path(require(inventory, "inventory", "invoke fleet.status --inventory INV")),
-                                   limit=limit, run_dir=Path(work_dir) if work_dir else None)
+                                   limit=limit, run_dir=Path(work_dir) if work_dir else None,
+                                   vault_password_file=Path(vault_password_file) if vault_password_file else None)
     result = rollout.status(options)
     display.console().print(report_mod.table(result, "fleet status"))
     if report:

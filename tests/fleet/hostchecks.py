@@ -12,6 +12,15 @@ def host(inventory: str, name: str):
     return testinfra.get_host(f"ansible://{name}?ansible_inventory={inventory}")
 
 
+def gateway_get(port: str, path: str, key_file: str | None) -> str:
+    """A command for the host that GETs `path` from its gateway and prints the body; with a key file, the key is
+    read from it on the host, so it is never on a command line."""
+    header = f"{{'Authorization': 'Bearer ' + open({key_file!r}).read().strip()}}" if key_file else "{}"
+    code = (f"import urllib.request; print(urllib.request.urlopen(urllib.request.Request("
+            f"'http://127.0.0.1:{port}{path}', headers={header})).read().decode())")
+    return f"python3 -c \"{code}\""
+
+
 def check_serving(inventory: str, row: dict) -> None:
     """`row` is the host's line of the fleet report; the host must serve exactly what it says."""
     target = host(inventory, row["host"])
@@ -21,8 +30,8 @@ def check_serving(inventory: str, row: dict) -> None:
     assert states == {"engine": "running", "sentinel": "running", "gateway": "running"}, (row["host"], states)
 
     port = row["gateway"].rsplit(":", 1)[1]
-    verdict = json.loads(target.check_output(f"python3 -c \"import urllib.request; print(urllib.request.urlopen("
-                                             f"'http://127.0.0.1:{port}/sparkgate/verdict').read().decode())\""))
+    root = json.loads(target.check_output("cat " + target.ansible.get_variables()["sparkgate_root"] + "/current.json"))
+    verdict = json.loads(target.check_output(gateway_get(port, "/sparkgate/verdict", root.get("api_key_file"))))
     assert verdict["state"] == "open" and verdict["profile"] == row["profile"], (row["host"], verdict["state"])
 
     engine = next(c for c in ps if c["Service"] == "engine")
@@ -30,7 +39,6 @@ def check_serving(inventory: str, row: dict) -> None:
     assert not any(inspect["NetworkSettings"]["Ports"].values() or [None]), inspect["NetworkSettings"]["Ports"]
     assert not inspect["HostConfig"]["PortBindings"], inspect["HostConfig"]["PortBindings"]
 
-    root = json.loads(target.check_output("cat " + target.ansible.get_variables()["sparkgate_root"] + "/current.json"))
     assert (root["release"], root["profile"]) == (row["release"], row["profile"]), (row["host"], root["release"])
     images = {ref: target.check_output(f"docker image inspect --format '{{{{.Id}}}}' {ref}") for ref in root["image_ids"]}
     assert images == root["image_ids"], (row["host"], images)

@@ -1,12 +1,15 @@
 """Rollouts on the 3-host lab, through `invoke fleet.deploy` as a user runs it: (1) baseline to every
-host; (2) all-three with host2 faulted: the canary is admitted, host2 is refused and rolled back to
-baseline, host3 is never touched, the command fails and the report says exactly that; (3) an air-gapped
+host; (2) all-three behind a gateway key from Ansible Vault, with host2 faulted through its inventory: the
+canary is admitted behind the key, host2 is refused by its sentinel's checks and rolled back to baseline, host3 is
+never touched, the command fails, the report names the refusing checks and the key shows nowhere; (3) an air-gapped
 export with one corrupted file is refused on its checksum before anything stops."""
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from sparkgate.paths import repo_root
-from tests.fleet.hostchecks import check_serving
+from tests.fleet.hostchecks import check_serving, gateway_get, host
 
 pytestmark = [pytest.mark.fleet, pytest.mark.docker, pytest.mark.compose]
 
@@ -75,15 +78,40 @@ def test_baseline_to_every_host_is_admitted(fleet_lab, baseline):
         check_serving(str(fleet_lab.inventory), row)
 
 
-def test_faulted_host_stops_the_rollout_and_rolls_back(request, fleet_lab, baseline, tmp_path):
+def vault_encrypted(name: str, value: str, password_file: Path) -> str:
+    """`name: !vault |...` as `ansible-vault encrypt_string` writes it (the value given on stdin, not argv)."""
+    done = subprocess.run([str(Path(sys.executable).parent / "ansible-vault"), "encrypt_string", "--vault-password-file",
+                           str(password_file), "--stdin-name", name], input=value, capture_output=True, text=True,
+                          check=True)
+    return done.stdout
+
+
+def test_keyed_rollout_with_a_faulted_host_stops_rolls_back_and_never_shows_the_key(request, fleet_lab, baseline,
+                                                                                     tmp_path):
+    """all-three with the gateway key from Ansible Vault: host1 (canary) is admitted behind the key, host2 (faulted
+    through its inventory) is refused by its sentinel's checks and rolled back, host3 is never touched; the key is
+    in no output, report, controller file or plaintext inventory."""
     assert baseline[0].returncode == 0
     untouched = containers(rows(baseline[1])["host3"]["project"])
+    password = tmp_path / "vault-password"
+    password.write_text(secrets.token_urlsafe(16) + "\n")
+    password.chmod(0o600)
+    key = "sk-fleet-" + secrets.token_urlsafe(24)
+    keyed = vault_encrypted("sparkgate_api_key", key, password)
+    fleet_lab.set_host_vars("host1", keyed)
     # Written as an operator writes one fault: a plain string, not a list (the role once iterated its characters).
-    fleet_lab.set_host_vars("host2", "sparkgate_sim_faults: draft-lm-head-unshared\n")
+    fleet_lab.set_host_vars("host2", "sparkgate_sim_faults: draft-lm-head-unshared\n" + keyed)
     try:
-        done, report = rollout(request, fleet_lab, "all-three", tmp_path / "all-three.json")
+        done, report = rollout(request, fleet_lab, "all-three", tmp_path / "all-three.json",
+                               "--vault-password-file", str(password))
+        inventory_text = "\n".join(p.read_text() for p in fleet_lab.directory.rglob("*.yaml"))
     finally:
         fleet_lab.clear_host_vars()
+    assert key not in done.stdout + done.stderr and key not in (tmp_path / "all-three.json").read_text()
+    assert key not in inventory_text and "$ANSIBLE_VAULT" in inventory_text
+    leaked = [str(p) for p in (fleet_lab.directory / "controller").rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
+    assert leaked == [], leaked
+    keyed_gateway(fleet_lab, rows(report)["host1"], key)
     assert done.returncode != 0
     assert "fleet rollout: all-three" in done.stdout
     assert "host2 rolled_back" in done.stderr and "host3 not_reached" in done.stderr, done.stderr
@@ -106,6 +134,21 @@ def test_faulted_host_stops_the_rollout_and_rolls_back(request, fleet_lab, basel
                              env={**os.environ, "SPARKGATE_FLEET_INVENTORY": str(fleet_lab.inventory),
                                   "SPARKGATE_FLEET_REPORT": str(tmp_path / "all-three.json")})
     assert env_run.returncode == 0 and "3 passed" in env_run.stdout, env_run.stdout[-2000:]
+
+
+def keyed_gateway(lab, row: dict, key: str) -> None:
+    """On the host: its gateway refuses a client without the key (401) and admits one with it; the key file the
+    role wrote is the host's secret, 0600."""
+    target = host(str(lab.inventory), row["host"])
+    port = row["gateway"].rsplit(":", 1)[1]
+    root = json.loads(target.check_output("cat " + target.ansible.get_variables()["sparkgate_root"] + "/current.json"))
+    key_file = root["api_key_file"]
+    assert target.file(key_file).mode == 0o600 and target.file(key_file).content_string.strip() == key
+    probe = (f"import urllib.request, urllib.error\ntry:\n    urllib.request.urlopen('http://127.0.0.1:{port}/v1/models')"
+             "\n    print(200)\nexcept urllib.error.HTTPError as e:\n    print(e.code)\n")
+    assert target.check_output(f"python3 -c {shlex.quote(probe)}") == "401"
+    models = json.loads(target.check_output(gateway_get(port, "/v1/models", key_file)))
+    assert [m["id"] for m in models["data"]] == ["ling-v3-flash-fp4"]
 
 
 def test_corrupted_airgap_export_is_refused_before_anything_stops(request, fleet_lab, baseline, tmp_path):
