@@ -61,14 +61,6 @@ def _check_sim_faults(faults: tuple[str, ...], target: str) -> None:
         if not _SIM_FAULT.fullmatch(fault):
             raise Refusal(f"sparkgate_sim_faults: {fault[:60]!r} is not a simulator fault name (lowercase words joined "
                           f"by '-', optionally ':N' or ':Ns'). {fix}")
-    try:  # the sim target's engine is this simulator: ask it, where it is installed, what it would refuse at start
-        from sparkgate_sim.faults import FaultSpecError, parse_faults
-    except ImportError:
-        return
-    try:
-        parse_faults(list(faults))
-    except FaultSpecError as exc:
-        raise Refusal(f"sparkgate_sim_faults: {exc}. {fix}") from None
 
 
 def build(options: ReleaseOptions) -> dict:

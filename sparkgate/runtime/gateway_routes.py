@@ -71,6 +71,9 @@ ROUTES: tuple[Route, ...] = (
     Route("sparkgate_ready", "/sparkgate/ready", ("GET",), STATUS, "sparkgate admission flag"),
     Route("sparkgate_verdict", "/sparkgate/verdict", ("GET",), STATUS, "sparkgate latest verdict"),
     Route("sparkgate_metrics", "/sparkgate/metrics", ("GET",), STATUS, "sparkgate Prometheus metrics"),
+    # The status page (sentinel/page.py, read-only HTML); the bare path is the sentinel's redirect to it.
+    Route("sparkgate_page", "/sparkgate/", ("GET", "HEAD"), STATUS, "sparkgate status page"),
+    Route("sparkgate_page_bare", "/sparkgate", ("GET", "HEAD"), STATUS, "redirect to the sparkgate status page"),
 )
 
 
@@ -125,4 +128,8 @@ def haproxy_context() -> dict:
         ),
         "wrong_method_body": _answer("method not allowed on this route"),
         "unauthorized_body": json.dumps({"error": "sparkgate gateway: missing or wrong API key"}),
+        "too_large_body": json.dumps({"error": "sparkgate gateway: request body larger than this deployment takes "
+                                               "(the profile's gateway.max_body_mib)"}),
+        "length_required_body": json.dumps({"error": "sparkgate gateway: a request body needs a Content-Length "
+                                                     "(chunked uploads are not taken)"}),
     }

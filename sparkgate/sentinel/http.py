@@ -1,5 +1,6 @@
 """The sentinel's HTTP side: /ready (200 only while the latest verdict passes), /verdict (JSON),
-/metrics (Prometheus), /healthz; and on a second port, the body the gateway returns while closed."""
+/metrics (Prometheus), /healthz, the status page /sparkgate/ (HTML, GET/HEAD only, sentinel/page.py); and on a
+second port, the body the gateway returns while closed."""
 
 from __future__ import annotations
 
@@ -9,15 +10,26 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from sparkgate.optimizations import REGISTRY
+from sparkgate.sentinel import page
 from sparkgate.sentinel.state import GateState
 
 
 def _metrics(state: GateState) -> str:
+    """The Prometheus text format (0.0.4). Label values come from untrusted data (profile and check names):
+    backslash, double quote and newline are escaped as the format requires, and each series is written once."""
+
+    def label(value) -> str:
+        return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+    def number(value) -> str:  # a finite number, else NaN (what the format says for "no value")
+        real = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return repr(float(value)) if real and value == value and abs(value) != float("inf") else "NaN"
+
     snap = state.snapshot()
     lines = [
         "# HELP sparkgate_gate_open 1 while the latest verdict passes and traffic is admitted.",
         "# TYPE sparkgate_gate_open gauge",
-        f"sparkgate_gate_open{{profile=\"{snap['profile']}\"}} {1 if snap['ready'] else 0}",
+        f"sparkgate_gate_open{{profile=\"{label(snap['profile'])}\"}} {1 if snap['ready'] else 0}",
         "# HELP sparkgate_last_verdict_timestamp_seconds Unix time of the latest verdict.",
         "# TYPE sparkgate_last_verdict_timestamp_seconds gauge",
         f"sparkgate_last_verdict_timestamp_seconds {snap['last_verdict_at'] or 0}",
@@ -32,17 +44,26 @@ def _metrics(state: GateState) -> str:
     ]
     checks = ((snap.get("full") or {}).get("verification") or {}).get("checks", [])
     recheck = {c["name"]: c for c in ((snap.get("recheck") or {}).get("checks") or [])}
+    passed: dict[str, bool] = {}  # latest result per check name: a re-check supersedes the full verdict's
     for check in checks:
-        latest = recheck.get(check["name"], check)
-        lines.append(f"sparkgate_check_passed{{check=\"{check['name']}\"}} {1 if latest['passed'] else 0}")
-    known = {check["name"] for check in checks}
-    for name, check in recheck.items():
-        if name not in known:  # re-check-only checks (restart detection, served acceptance)
-            lines.append(f"sparkgate_check_passed{{check=\"{name}\"}} {1 if check['passed'] else 0}")
+        passed.setdefault(check["name"], bool(recheck.get(check["name"], check)["passed"]))
+    for name, check in recheck.items():  # re-check-only checks (restart detection, served acceptance, stalls)
+        passed.setdefault(name, bool(check["passed"]))
     for suite in ("infra", "smoke"):
         result = (snap.get("full") or {}).get(suite)
         if result:
-            lines.append(f"sparkgate_check_passed{{check=\"suite.{suite}\"}} {1 if result['passed'] else 0}")
+            passed.setdefault(f"suite.{suite}", bool(result["passed"]))
+    lines += [f"sparkgate_check_passed{{check=\"{label(name)}\"}} {1 if ok else 0}" for name, ok in passed.items()]
+    # Host memory as the latest host.memory_headroom read it (re-check first, else the full verdict): NaN unread.
+    headroom = recheck.get("host.memory_headroom") or next(
+        (c for c in checks if c["name"] == "host.memory_headroom"), None)
+    observed = (headroom or {}).get("observed")
+    gib = observed.get("mem_available_gib") if isinstance(observed, dict) else None
+    lines += [
+        "# HELP sparkgate_host_mem_available_bytes Host MemAvailable at the latest host.memory_headroom check.",
+        "# TYPE sparkgate_host_mem_available_bytes gauge",
+        f"sparkgate_host_mem_available_bytes {number(gib * 1024**3) if number(gib) != 'NaN' else 'NaN'}",
+    ]
     verification = (snap.get("full") or {}).get("verification") or {}
     for module in REGISTRY.values():  # each optimization's gauges, read from the latest full verdict
         for name, (help_text, path) in module.GAUGES.items():
@@ -79,11 +100,13 @@ def _handler(state: GateState, closed_port: bool):
         def log_message(self, *args):  # quiet: the sentinel logs transitions itself
             return
 
-        def _send(self, status: int, body: bytes, content_type: str) -> None:
+        def _send(self, status: int, body: bytes, content_type: str, headers: dict | None = None) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(body)
@@ -104,8 +127,24 @@ def _handler(state: GateState, closed_port: bool):
                 self._send(200, _metrics(state).encode(), "text/plain; version=0.0.4")
             elif path == "/healthz":
                 self._json(200, {"alive": True, "time": time.time()})
+            elif path in (page.PATH, page.BARE_PATH):
+                self._page(path)
             else:
                 self._json(404, {"error": f"unknown path {path}"})
+
+        def _page(self, path: str) -> None:
+            """The status page: read-only, rendered from the state alone, no script allowed to run."""
+            if self.command not in ("GET", "HEAD"):
+                self._send(405, b"the status page is read-only: GET or HEAD\n", "text/plain; charset=utf-8",
+                           {**page.HEADERS, "Allow": "GET, HEAD"})
+            elif path == page.BARE_PATH:
+                self._send(308, b"", "text/plain; charset=utf-8", {**page.HEADERS, "Location": page.PATH})
+            else:
+                try:
+                    text = page.render(state.snapshot(history=True))
+                except Exception as exc:  # noqa: BLE001 - a rendering bug must not take the status port down
+                    text = page.error_page(exc)
+                self._send(200, text.encode("utf-8", "replace"), page.CONTENT_TYPE, page.HEADERS)
 
         def do_GET(self):  # noqa: N802 - http.server naming
             self._route()

@@ -23,10 +23,10 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkgate.evidence import answers, host_memory, logs
+from sparkgate.evidence import answers, host_memory, logs, stall
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.gather import gather
-from sparkgate.evidence.recheck import RecheckContext
+from sparkgate.evidence.recheck import PeriodScrape, RecheckContext
 from sparkgate.evidence.results import CheckResult, Verdict, checked, failed
 from sparkgate.evidence.verify import rechecked, run_checks, verify
 from sparkgate.optimizations import REGISTRY
@@ -78,6 +78,9 @@ class Sentinel:
         # Every profile: one question of the answer set at a time, when the engine is idle.
         self.answers_context = RecheckContext("answers", self.quick_client, config.period_s, self.expectations)
         self.host_context = RecheckContext("host", self.quick_client, config.period_s, self.expectations)
+        # Every profile: requests running while no token is made (evidence/stall.py).
+        self.stall_context = RecheckContext("stall", self.quick_client, config.period_s, self.expectations)
+        self.metrics_reads = 0  # the engine's /metrics read by re-checks (one per period, shared)
         self.weights: dict | None = None  # /model_info identity of the weights at the last full verdict
         self.cold_refusal: tuple[object, CheckResult] | None = None  # (startup_time, its failed cold check)
 
@@ -127,6 +130,7 @@ class Sentinel:
             self.state.last_verdict_at = time.time()
             self.state.engine_startup_time = self._redact((info or {}).get("startup_time"))
             self.state.recheck = None
+        self.state.record_admission()  # the status page's history restarts with this verdict (state.py)
         self.start_module_rechecks()
         if passed:
             self.ever_verified = True
@@ -193,6 +197,7 @@ class Sentinel:
                 self.state.recheck = self._redact({"time": time.time(), "passed": False, "checks": [failure.as_dict()]})
                 self.state.rechecks += 1
                 self.state.last_verdict_at = time.time()
+            self.state.record_recheck()
             self.state.set(CLOSED, f"re-check failed: engine.health (HTTP {status or 'no answer'})")
             log.warning("gate CLOSED by re-check: engine /health answered %s", status or "nothing")
             return False
@@ -219,6 +224,7 @@ class Sentinel:
                                                "checks": [c.as_dict() for c in results]})
             self.state.rechecks += 1
             self.state.last_verdict_at = time.time()
+        self.state.record_recheck()  # one history sample per re-check (state.py)
         if not passed:
             failing = [c.name for c in results if not c.passed]
             self.state.set(CLOSED, "re-check failed: " + ", ".join(failing[:8]))
@@ -235,15 +241,26 @@ class Sentinel:
         answers.start_rechecks(self.answers_context, ((self.state.full or {}).get("verification") or {}).get("answers"))
         self.host_context.state = {}
         host_memory.start_rechecks(self.host_context, self.config.meminfo_path)
+        self.stall_context.client, self.stall_context.state = self.quick_client, {}
+        stall.start_rechecks(self.stall_context)
 
     def module_rechecks(self) -> list[CheckResult]:
+        # One read of the engine's /metrics this period, shared by every re-check that needs it.
+        scrape = PeriodScrape(self.quick_client)
+        contexts = [*self.module_contexts.values(), self.answers_context, self.stall_context]
+        for ctx in contexts:
+            ctx.client, ctx.scrape = self.quick_client, scrape
         results: list[CheckResult] = []
-        for key, ctx in self.module_contexts.items():
-            ctx.client = self.quick_client
-            results.extend(REGISTRY[key].rechecks(ctx))
-        self.answers_context.client = self.quick_client
-        results.extend(answers.rechecks(self.answers_context))
-        results.extend(host_memory.rechecks(self.host_context))
+        try:
+            results.extend(stall.rechecks(self.stall_context))  # first: before any probe adds tokens
+            for key, ctx in self.module_contexts.items():
+                results.extend(REGISTRY[key].rechecks(ctx))
+            results.extend(answers.rechecks(self.answers_context))
+            results.extend(host_memory.rechecks(self.host_context))
+        finally:
+            for ctx in contexts:
+                ctx.scrape = None  # a start after the next full verification reads afresh
+            self.metrics_reads += scrape.reads
         return results
 
     @staticmethod

@@ -57,7 +57,7 @@ def test_manifest_lists_every_file_in_sha256sum_format(tmp_path):
 def test_an_inventory_fault_that_is_not_a_fault_name_is_refused_in_one_line(tmp_path):
     """A string the role iterated character by character, or a typo, would crash-loop the simulator and read as an
     engine that never starts; the controller refuses it before anything is rendered."""
-    for bad, says in (("d", "unknown fault 'd'"), ("draft lm head", "is not a simulator fault name"),
+    for bad, says in (("draft lm head", "is not a simulator fault name"), ("Draft-LM", "is not a simulator fault name"),
                       ("draft-lm-head-unshared,answers-garbled", "is not a simulator fault name"),
                       ("$(id)", "is not a simulator fault name")):
         done = subprocess.run([sys.executable, "-m", "sparkgate.fleet.release", "--profile", "baseline", "--target",
