@@ -88,6 +88,15 @@ class ProbeResult:
     completion_tokens: int
     verify_calls: int | None
     error: str | None = None
+    decode_s: float | None = None  # wall seconds from the first streamed chunk to the last
+
+
+def decode_tok_s(result: ProbeResult, time_scale: float) -> float | None:
+    """Tokens after the first over the time between the first and last chunk, in engine time (for the record:
+    the probe's speed is plotted on the status page, never judged)."""
+    if not result.decode_s or result.completion_tokens < 2:
+        return None
+    return round((result.completion_tokens - 1) / (result.decode_s / time_scale), 2)
 
 
 def run_probe(client: EngineClient, timeout_s: float) -> ProbeResult:
@@ -95,9 +104,12 @@ def run_probe(client: EngineClient, timeout_s: float) -> ProbeResult:
     body = {"text": PROMPTS[0], "sampling_params": {"temperature": 0, "max_new_tokens": PROBE_TOKENS, "ignore_eos": True}}
     final: dict = {}
     started = time.monotonic()
+    first = last = None
     try:
         for _arrived, chunk in client.stream_generate(body, timeout=timeout_s):
             final = chunk
+            last = time.monotonic()
+            first = first or last
             if time.monotonic() - started > timeout_s:
                 return ProbeResult(None, 0, None, f"probe took longer than {timeout_s:.1f}s")
     except EngineUnreachable as exc:
@@ -107,13 +119,13 @@ def run_probe(client: EngineClient, timeout_s: float) -> ProbeResult:
     verifies = meta.get(SPEC_VERIFY_CT)
     if not tokens or not verifies:
         return ProbeResult(None, tokens, verifies, "the probe's meta_info has no speculative verify count")
-    return ProbeResult(tokens / int(verifies), tokens, int(verifies))
+    return ProbeResult(tokens / int(verifies), tokens, int(verifies), decode_s=(last - first) if first else None)
 
 
-def probe_check(result: ProbeResult, floor: float, trigger: str) -> CheckResult:
+def probe_check(result: ProbeResult, floor: float, trigger: str, time_scale: float = 1.0) -> CheckResult:
     observed = {"accept_length": None if result.accept_length is None else round(result.accept_length, 3),
                 "completion_tokens": result.completion_tokens, "verify_calls": result.verify_calls,
-                "trigger": trigger, "error": result.error}
+                "decode_tok_s": decode_tok_s(result, time_scale), "trigger": trigger, "error": result.error}
     return checked(
         "sentinel.accept_probe", result.accept_length is not None and result.accept_length >= floor, observed,
         f">= {floor} (greedy, fixed prompt, {PROBE_TOKENS} tokens)",
@@ -183,7 +195,7 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
         trigger = "idle after client traffic" if served else "idle, periodic"
     if trigger:
         probe = run_probe(ctx.client, timeout_s=max(1.0, ctx.period_s))
-        results.append(probe_check(probe, floor, trigger))
+        results.append(probe_check(probe, floor, trigger, float(ctx.expectations.get("time_scale") or 1.0)))
         state["last_probe_at"] = time.monotonic()
         state["last_probe_counters"] = read_engine_counters(ctx.client)
         state["window_start"] = state["last_probe_counters"] or now

@@ -245,3 +245,12 @@ def test_a_cold_request_that_got_no_answer_is_not_kept_and_an_unreadable_start_k
     unreadable = verdict(None, cold_passed=True)  # /server_info failed on the retry: not a restart
     sentinel._keep_cold_refusal(unreadable)
     assert not unreadable.passed and sentinel.cold_refusal[0] == "t1"
+
+
+def test_the_probe_records_its_decode_speed_in_engine_time_for_the_status_page():
+    result = acceptance.ProbeResult(2.7, 48, 18, decode_s=0.47)
+    assert acceptance.decode_tok_s(result, 1.0) == 100.0  # 47 tokens after the first in 0.47 s
+    assert acceptance.decode_tok_s(result, 0.25) == 25.0  # the simulator at 4x: 0.47 wall s are 1.88 engine s
+    assert acceptance.decode_tok_s(acceptance.ProbeResult(None, 0, None, "no answer"), 1.0) is None
+    check = acceptance.probe_check(result, FLOOR, "idle, periodic", 1.0)
+    assert check.observed["decode_tok_s"] == 100.0 and check.passed
