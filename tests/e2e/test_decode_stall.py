@@ -5,6 +5,7 @@ cleared, the gate reopens only after a fresh passing verdict."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -73,7 +74,7 @@ def test_a_long_stream_keeps_the_gate_open_and_a_hung_decode_closes_it(deploy_st
     assert all(c["passed"] for c in watched)
     assert any(c["observed"]["requests_running"] >= 1 for c in watched)  # the stream was seen running, not idle
     # No sentinel probe was sent while the client streamed (it would have queued behind it at batch 1).
-    gaps = max(b - a for a, b in zip(chunks, chunks[1:]))
+    gaps = max(b - a for a, b in itertools.pairwise(chunks))
     assert gaps < 1.0, f"the stream paused {gaps:.2f} s: something queued in front of it"
 
     # 2. A decode that hangs: the stream stays open and silent, /health keeps answering.
