@@ -3,7 +3,7 @@
 from invoke import Collection
 
 from sparkgate import defaults
-from sparkgate.tasks import bench, bundle, dev, fleet, images, sglang, stack
+from sparkgate.tasks import bench, bundle, dev, fleet, images, model, sglang, stack
 
 ns = Collection()
 # Defaults typed once (sparkgate/defaults.py); override with invoke's config, e.g. INVOKE_SPARKGATE_GATEWAY_PORT.
@@ -15,3 +15,4 @@ ns.add_collection(images.ns)
 ns.add_collection(sglang.ns)
 ns.add_collection(fleet.ns)
 ns.add_collection(fleet.bundle_ns)  # invoke bundle.export
+ns.add_collection(model.ns)  # invoke model.pull|verify

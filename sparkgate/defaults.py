@@ -10,6 +10,8 @@ SIM_TIME_SCALE = 0.05
 GATEWAY_BIND = "127.0.0.1"
 GATEWAY_PORT = 18000
 GATEWAY_CONTAINER_PORT = 8080
+# The `monitoring` profile's Prometheus web port, published on 127.0.0.1 only (docs/monitoring.md).
+PROMETHEUS_PORT = 19090
 # The sentinel inside the stack: its status API, and the port that answers for a closed gate.
 SENTINEL_PORT = 8081
 SENTINEL_CLOSED_PORT = 8082
@@ -22,5 +24,6 @@ def invoke_config() -> dict:
         "sim_time_scale": SIM_TIME_SCALE,
         "gateway_bind": GATEWAY_BIND,
         "gateway_port": GATEWAY_PORT,
+        "prometheus_port": PROMETHEUS_PORT,
         "recheck_period_s": RECHECK_PERIOD_S,
     }

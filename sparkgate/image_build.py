@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
 from pathlib import Path
 
@@ -329,6 +330,113 @@ def build_spark(allow_unpinned: bool = False, max_jobs: int = 4, dry_run: bool =
         shutil.rmtree(context)
     _copy_from_checkout(SPARK_CONTEXT, context)
     _run(argv, f"building {lock.engine_images['spark-fork'].tag}")
+
+
+# --- prometheus ----------------------------------------------------------------------------------
+
+PROMETHEUS_DOCKERFILE = "docker/prometheus.Dockerfile"
+DEBIAN_SUITE = "bookworm"
+DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+
+
+def prometheus_pin() -> tuple[str, str]:
+    """(image tag, Debian package version) of the monitoring profile's Prometheus, from images.lock.yaml."""
+    lock = load_lock()
+    return lock.local_images["prometheus"], lock.debian_packages["prometheus"]
+
+
+def debian_sources(keyring: str = DEBIAN_KEYRING) -> str:
+    """The apt sources the base image is made from (docker/build-base.sh: same mirrors, same suites)."""
+    mirror = os.environ.get("SPARKGATE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+    security = os.environ.get("SPARKGATE_DEBIAN_SECURITY_MIRROR", "http://deb.debian.org/debian-security")
+    return "".join(f"deb [signed-by={keyring}] {url} {suite} main\n" for url, suite in (
+        (mirror, DEBIAN_SUITE), (mirror, f"{DEBIAN_SUITE}-updates"), (security, f"{DEBIAN_SUITE}-security")))
+
+
+def apt_argv(root: Path, *args: str) -> list[str]:
+    """Host apt-get confined to `root`: its own sources, lists, cache and a dpkg status copied from the base
+    image, so it resolves exactly what that image lacks and touches nothing of the host's apt state."""
+    options = {
+        "Dir::Etc::SourceList": str(root / "sources.list"), "Dir::Etc::SourceParts": str(root / "empty"),
+        "Dir::Etc::Preferences": str(root / "empty" / "preferences"),
+        "Dir::Etc::PreferencesParts": str(root / "empty"), "Dir::State": str(root / "state"),
+        "Dir::State::status": str(root / "status"), "Dir::Cache": str(root / "cache"),
+        "Acquire::Languages": "none", "APT::Install-Recommends": "false", "Debug::NoLocking": "1",
+        # The downloads land in a directory of ours, which apt's _apt sandbox user cannot write (as root).
+        "APT::Sandbox::User": "root",
+    }
+    return ["apt-get", "-q", *[arg for key, value in options.items() for arg in ("-o", f"{key}={value}")], *args]
+
+
+def _prometheus_debs(version: str, root: Path) -> list[Path]:
+    """prometheus=VERSION and every dependency the base image lacks, as .debs verified by apt (Debian's archive
+    keyring), downloaded on the host into `root`/cache/archives."""
+    if shutil.which("apt-get") is None or not Path(DEBIAN_KEYRING).is_file():
+        raise ImageError(f"the Prometheus image's packages are downloaded with the host's apt-get against {DEBIAN_KEYRING}; "
+                         "install them (Debian: apt-get install apt debian-archive-keyring) or build with "
+                         "`docker compose --profile monitoring build prometheus` from the top-level compose.yaml")
+    for sub in ("empty", "state/lists/partial", "cache/archives/partial"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    for old in (root / "cache" / "archives").glob("*.deb"):
+        old.unlink()
+    (root / "sources.list").write_text(debian_sources(), encoding="utf-8")
+    status = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "cat", BASE_TAG,
+                             "/var/lib/dpkg/status"], capture_output=True, text=True, check=False)
+    if status.returncode != 0:
+        raise ImageError(f"reading the dpkg status of {BASE_TAG} failed: {status.stderr.strip()[-300:]}")
+    (root / "status").write_text(status.stdout, encoding="utf-8")
+    _run(apt_argv(root, "update"), "apt-get update (Debian bookworm lists for the Prometheus image)")
+    _run(apt_argv(root, "install", "--download-only", "-y", f"prometheus={version}"),
+         f"downloading prometheus={version} and its dependencies")
+    debs = sorted((root / "cache" / "archives").glob("*.deb"))
+    if not any(p.name.startswith(f"prometheus_{version.split(':')[-1]}_") for p in debs):
+        raise ImageError(f"apt downloaded no prometheus {version} .deb (got {[p.name for p in debs]})")
+    return debs
+
+
+def prometheus_build_argv(tag: str, version: str, context: Path) -> list[str]:
+    """The offline build: the local base, the staged .debs, no network (the Dockerfile's registry path
+    is what the top-level compose files' `build:` does)."""
+    return ["docker", "build", "--network", "none", "--build-arg", f"BASE_IMAGE={BASE_TAG}",
+            "--build-arg", f"PROMETHEUS_VERSION={version}", "--file", str(context / "prometheus.Dockerfile"),
+            "--tag", tag, str(context)]
+
+
+def build_prometheus(rebuild: bool = False, dry_run: bool = False) -> None:
+    """Build the Prometheus image (images.lock.yaml local_images.prometheus) offline, if it is missing.
+
+    Debian's `prometheus` package (with promtool) at debian_packages.prometheus: the host's apt downloads it and
+    the dependencies the base image lacks (signatures checked), then docker/prometheus.Dockerfile installs
+    them on the local base with --network none. Needs `images.base` first. About 15 s.
+    """
+    tag, version = prometheus_pin()
+    root = _state_dir() / "prometheus-apt"
+    context = _state_dir() / "build" / "prometheus"
+    argv = prometheus_build_argv(tag, version, context)
+    if dry_run:
+        print(shlex.join(apt_argv(root, "update")))
+        print(shlex.join(apt_argv(root, "install", "--download-only", "-y", f"prometheus={version}")))
+        print(f"# stage {context}: prometheus.Dockerfile, debs/*.deb")
+        print(_show(argv, LEGACY_BUILDER))
+        return
+    _require_docker()
+    if not rebuild and _image_exists(tag):
+        print(f"{tag} exists ({_image_size_mb(tag)} MB); --rebuild to build it again")
+        return
+    if not _image_exists(BASE_TAG):
+        raise ImageError(f"{BASE_TAG} is missing; build it first with `invoke images.base`")
+    started = time.monotonic()
+    debs = _prometheus_debs(version, root)
+    if context.exists():
+        shutil.rmtree(context)
+    (context / "debs").mkdir(parents=True)
+    shutil.copy2(_root() / PROMETHEUS_DOCKERFILE, context / "prometheus.Dockerfile")
+    for deb in debs:
+        shutil.copy2(deb, context / "debs" / deb.name)
+    _run(argv, f"building {tag}", env=LEGACY_BUILDER)
+    shutil.rmtree(context, ignore_errors=True)
+    print(f"{tag}: prometheus {version} ({len(debs)} packages), {_image_size_mb(tag)} MB, "
+          f"built in {time.monotonic() - started:.0f} s")
 
 
 # --- lock ----------------------------------------------------------------------------------------

@@ -61,6 +61,8 @@ class ImageLock(Frozen):
     python_packages: dict[str, str]
     engine_images: dict[str, EngineImage]
     local_images: dict[str, str]
+    # Debian packages pinned to an exact version for a local image (the Prometheus image's `prometheus`).
+    debian_packages: dict[str, str] = {}
 
     def engine_ref(self, key: str) -> str:
         image = self.engine_images[key]

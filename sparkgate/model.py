@@ -10,7 +10,7 @@ from pydantic import Field, create_model, field_validator
 from sparkgate.evidence import host_memory, stall
 from sparkgate.frozen import Frozen
 from sparkgate.optimizations import REGISTRY
-from sparkgate.safe_types import ClassName, ContainerPath, ServedName
+from sparkgate.safe_types import ClassName, ContainerPath, GitRevision, HubRepo, ServedName
 
 PositiveInt = Annotated[int, Field(gt=0)]
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -22,6 +22,13 @@ class ModelSource(Frozen):
     path: ContainerPath = Field("/models/Ling-3.0-flash-fp4", description="Checkpoint directory inside the engine container")
     served_name: ServedName = Field("ling-v3-flash-fp4", description="Name clients use in the OpenAI `model` field")
     architecture: ClassName = Field("BailingMoeV3ForCausalLM", description="Target model class the engine must load")
+    repo: HubRepo = Field(
+        "inclusionAI/Ling-3.0-flash-fp4", description="Hub repository `invoke model.pull` downloads the checkpoint from"
+    )
+    revision: GitRevision | None = Field(
+        None, description="Pinned checkpoint commit (40 hex, never a branch): `invoke model.pull` downloads it and "
+        "preflight refuses a download recorded at any other; unset, model.pull refuses without --revision"
+    )
 
 
 class SGLangArgs(Frozen):
@@ -106,6 +113,15 @@ class Gate(Frozen):
     watch: Watch = Watch()
 
 
+class GatewaySettings(Frozen):
+    """The gateway in front of the engine (templates/gateway/haproxy.cfg.j2)."""
+
+    # A 256K-token prompt is about 1-2.5 MB of JSON (text, JSON-escaped text or input_ids): 16 MiB leaves room for
+    # long multi-turn chats and still refuses a body no request needs before a byte reaches the engine.
+    max_body_mib: Annotated[float, Field(gt=0, le=256)] = Field(
+        16.0, description="Largest request body the gateway passes (MiB); larger ones get 413 from the gateway")
+
+
 class Profile(Frozen):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", description="Equals the file name without .yaml")
     description: str = Field(min_length=1, description="One line shown by `invoke profiles`")
@@ -117,6 +133,7 @@ class Profile(Frozen):
     optimizations: Optimizations = Optimizations()
     env: dict[str, str] = Field(default_factory=dict, description="Extra engine environment (same rules apply)")
     gate: Gate = Gate()
+    gateway: GatewaySettings = GatewaySettings()
 
     @field_validator("description")
     @classmethod

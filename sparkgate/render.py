@@ -1,5 +1,6 @@
 """Render a validated profile into build/<profile>/: compose.yaml, engine-env.json, argv.json,
-expectations.json, the gateway's files and manifest.json. Decisions are made here; templates only substitute.
+expectations.json, the gateway's files, the monitoring profile's prometheus.yml and sparkgate-rules.yml
+(sparkgate/monitoring.py) and manifest.json. Decisions are made here; templates only substitute.
 
 compose.yaml is self-contained: the files the sentinel and the gateway read under /bundle travel inside it
 as Compose `configs:` with inline `content:` (Compose >= 2.23.1), so the stack needs no bind-mounted
@@ -18,7 +19,7 @@ from pathlib import Path, PurePosixPath
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from sparkgate import atomic, defaults, expectations
+from sparkgate import atomic, defaults, expectations, monitoring
 from sparkgate.errors import Refusal
 from sparkgate.images import load_lock
 from sparkgate.paths import build_dir, templates_dir
@@ -45,6 +46,9 @@ ADMIN_KEY_TMPFS_OPTIONS = "mode=0700,uid=0,gid=0,size=64k,noexec,nosuid,nodev"
 BUNDLE_MOUNT = "/bundle"
 SENTINEL_BUNDLE_FILES = ("argv.json", "engine-env.json", "expectations.json")
 GATEWAY_BUNDLE_FILES = ("haproxy.cfg", "gateway-gate.lua", "gateway-503.http")
+# The monitoring profile's files (prometheus.yml, sparkgate-rules.yml), received by its one-shot config service.
+MONITORING_BUNDLE_FILES = monitoring.BUNDLE_FILES
+PROMETHEUS_DOCKERFILE_CONTEXT = "docker"
 # Build sections of the top-level compose files (paths relative to the repository root, where they live).
 # The runtime image's base and build network come from the environment: by default the digest-pinned
 # registry base (images.lock.yaml base_images.runtime-base) with network; CI sets the local mmdebstrap base
@@ -75,6 +79,10 @@ class RenderOptions:
     # Top-level compose files only: give each service a `build:` section (context: the repository root),
     # so `docker compose up --build` in a clone builds what it runs.
     build_sections: bool = False
+    # The monitoring profile's Prometheus (rendered always, started only with the profile): its scrape and
+    # evaluation interval, and a `for` replacing every alert's default (None: the defaults, docs/monitoring.md).
+    scrape_interval_s: float = monitoring.DEFAULT_SCRAPE_INTERVAL_S
+    alert_for_s: float | None = None
 
 
 def _environment() -> Environment:
@@ -98,8 +106,16 @@ def compose_literal(text: str) -> str:
     return text.replace("$", "$$")
 
 
-def _configs_mounts(names: tuple[str, ...]) -> list[dict[str, str]]:
-    return [{"source": name, "target": f"{BUNDLE_MOUNT}/{name}"} for name in names]
+def _configs_mounts(names: tuple[str, ...], directory: str = BUNDLE_MOUNT) -> list[dict[str, str]]:
+    return [{"source": name, "target": f"{directory}/{name}"} for name in names]
+
+
+def prometheus_build() -> dict:
+    """The Prometheus image's build section (top-level compose files): docker/prometheus.Dockerfile's registry path,
+    Debian's package at the lock's version on the same digest-pinned base as the runtime image."""
+    build = runtime_build()
+    return {**build, "context": PROMETHEUS_DOCKERFILE_CONTEXT, "dockerfile": "prometheus.Dockerfile",
+            "args": {**build["args"], "PROMETHEUS_VERSION": load_lock().debian_packages["prometheus"]}}
 
 
 def runtime_build() -> dict:
@@ -187,11 +203,13 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions, bundle_files:
         "api_key_file_expr": "${SPARKGATE_API_KEY_FILE:-/dev/null}",
         # Inline: the stack needs no directory from the host, and `$$` keeps Compose from interpolating.
         "bundle_configs": {
-            name: compose_literal(bundle_files[name]) for name in (*SENTINEL_BUNDLE_FILES, *GATEWAY_BUNDLE_FILES)
+            name: compose_literal(bundle_files[name])
+            for name in (*SENTINEL_BUNDLE_FILES, *GATEWAY_BUNDLE_FILES, *MONITORING_BUNDLE_FILES)
         },
         "sentinel_configs": _configs_mounts(SENTINEL_BUNDLE_FILES),
         "gateway_configs": _configs_mounts(GATEWAY_BUNDLE_FILES),
         "runtime_build": runtime_build() if options.build_sections else None,
+        **prometheus_context(options),
         "engine_build": (
             {"context": ".", "dockerfile": ENGINE_DOCKERFILE} if options.build_sections and options.target == "spark"
             else runtime_build() if options.build_sections else None
@@ -217,6 +235,26 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions, bundle_files:
     }
 
 
+def prometheus_context(options: RenderOptions) -> dict:
+    """The monitoring profile's two services (templates/compose/_monitoring.yaml.j2; sparkgate/monitoring.py)."""
+    return {
+        "prometheus_image": load_lock().local_images["prometheus"],
+        "prometheus_build": prometheus_build() if options.build_sections else None,
+        "prometheus_config_command": monitoring.config_command(),
+        "prometheus_inbox_configs": _configs_mounts(MONITORING_BUNDLE_FILES, monitoring.INBOX_DIR),
+        "prometheus_config_mount_rw": f"prometheus-config:{monitoring.CONFIG_DIR}",
+        "prometheus_config_mount_ro": f"prometheus-config:{monitoring.CONFIG_DIR}:ro",
+        "prometheus_data_mount": f"prometheus-data:{PurePosixPath(monitoring.DATA_DIR).parent}",
+        "prometheus_command": monitoring.prometheus_command(),
+        "prometheus_healthcheck": monitoring.healthcheck(),
+        # Always 127.0.0.1, unlike the gateway's bind: the API reads every series of the stack.
+        "prometheus_publish": (
+            f"127.0.0.1:${{SPARKGATE_PROMETHEUS_PORT:-{monitoring.DEFAULT_PROMETHEUS_PORT}}}"
+            f":{monitoring.PROMETHEUS_CONTAINER_PORT}"
+        ),
+    }
+
+
 def gateway_context(loaded: LoadedProfile, options: RenderOptions) -> dict:
     return {
         "gateway_port": GATEWAY_CONTAINER_PORT,
@@ -227,6 +265,7 @@ def gateway_context(loaded: LoadedProfile, options: RenderOptions) -> dict:
         "sentinel_ready_url": f"http://sentinel:{SENTINEL_PORT}/ready",
         "sentinel_closed_address": f"sentinel:{SENTINEL_CLOSED_PORT}",
         "check_interval_ms": 1000,
+        "max_body_bytes": int(loaded.profile.gateway.max_body_mib * 1024 * 1024),
         "poll_interval_ms": 250,
         "poll_timeout_ms": 1000,
         **gateway_routes.haproxy_context(),
@@ -255,6 +294,11 @@ def render_files(loaded: LoadedProfile, options: RenderOptions) -> dict[str, str
     gateway = gateway_context(loaded, options)
     for name in ("haproxy.cfg", "gateway-gate.lua", "gateway-503.http"):
         files[name] = env.get_template(f"gateway/{name}.j2").render(header=header, **gateway)
+    files.update(monitoring.bundle_files(
+        header, profile.name, f"sentinel:{SENTINEL_PORT}", f"engine:{profile.sglang.port}",
+        profile.gate.watch.min_mem_available_gib,
+        options.scrape_interval_s, options.alert_for_s,
+    ))
     compose = compose_context(loaded, options, files)
     files["compose.yaml"] = env.get_template(f"compose/{options.target}.yaml.j2").render(header=header, **compose)
     lock = load_lock()

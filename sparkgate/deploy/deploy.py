@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sparkgate import atomic, profiles, render
@@ -19,6 +19,7 @@ from sparkgate.evidence import startup
 from sparkgate.evidence.client import fetch_json
 from sparkgate.evidence.logs import EngineLog
 from sparkgate.images import load_lock
+from sparkgate.monitoring import DEFAULT_PROMETHEUS_PORT, DEFAULT_SCRAPE_INTERVAL_S
 from sparkgate.paths import build_dir, repo_root
 from sparkgate.phases import current_phase
 
@@ -41,6 +42,11 @@ class DeployOptions:
     sim_startup_s: float | None = None
     sim_image: str | None = None
     recheck_period_s: float = 5.0
+    # The `monitoring` compose profile (docs/monitoring.md): Prometheus on 127.0.0.1:prometheus_port.
+    monitoring: bool = False
+    prometheus_port: int = DEFAULT_PROMETHEUS_PORT
+    scrape_interval_s: float = DEFAULT_SCRAPE_INTERVAL_S
+    alert_for_s: float | None = None
     budget_s: float | None = None
     post_smoke: bool = True
     # Drills and tests only: leave a refused engine running (to read its counters). The sentinel keeps
@@ -74,10 +80,23 @@ def gateway_url(options: DeployOptions) -> str:
 
 
 def compose_env(options: DeployOptions) -> dict[str, str]:
-    env = {"SPARKGATE_GATEWAY_PORT": str(options.port), "SPARKGATE_GATEWAY_BIND": options.bind}
+    env = {"SPARKGATE_GATEWAY_PORT": str(options.port), "SPARKGATE_GATEWAY_BIND": options.bind,
+           # Set either way, so a COMPOSE_PROFILES in the caller's environment cannot start or drop Prometheus.
+           "COMPOSE_PROFILES": "monitoring" if options.monitoring else "",
+           "SPARKGATE_PROMETHEUS_PORT": str(options.prometheus_port)}
     if options.api_key_file:
         env["SPARKGATE_API_KEY_FILE"] = str(Path(options.api_key_file).resolve())
     return env
+
+
+def every_profile(project: docker_cli.Project) -> docker_cli.Project:
+    """The project with every compose profile active: `down` leaves a profile's containers (Prometheus) running
+    unless that profile is active, whatever the last deploy enabled."""
+    return replace(project, env={**project.env, "COMPOSE_PROFILES": "*"})
+
+
+def prometheus_url(options: DeployOptions) -> str:
+    return f"http://127.0.0.1:{options.prometheus_port}"
 
 
 def run_smoke(url: str, model: str, api_key_file: str | None) -> subprocess.CompletedProcess:
@@ -104,10 +123,12 @@ def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> Deploy
     render_options = render.RenderOptions(
         target=options.target, sim_time_scale=options.sim_time_scale, recheck_period_s=options.recheck_period_s,
         sim_faults=options.sim_faults, sim_admin=options.sim_admin, sim_startup_s=options.sim_startup_s,
-        sim_image=options.sim_image,
+        sim_image=options.sim_image, scrape_interval_s=options.scrape_interval_s, alert_for_s=options.alert_for_s,
     )
     lock = load_lock()
     images = [lock.local_images["sentinel"], lock.local_images["gateway"]]
+    if options.monitoring:
+        images.append(lock.local_images["prometheus"])
     images.append(lock.local_images["sim"] if options.target == "sim" else lock.engine_ref(loaded.profile.image))
     url = gateway_url(options)
 
@@ -121,14 +142,21 @@ def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> Deploy
             "and render")
     if options.target == "spark":
         # Host facts first: on the wrong host nothing else matters.
-        model_dir = Path(os.environ.get("SPARKGATE_MODEL_DIR", Path.home() / "models" / Path(loaded.profile.model.path).name))
+        model_dir = preflight.model_dir(loaded.profile.model.path)
         cache_dir = Path(os.environ.get("SPARKGATE_CACHE_DIR", Path.home() / ".cache" / "sparkgate"))
-        findings += preflight.spark_host(model_dir, cache_dir, memory_held_by_own_engine=running)
+        host = preflight.spark_host(model_dir, cache_dir, memory_held_by_own_engine=running)
+        findings += host
+        if any(f.check == "model" and f.ok for f in host):
+            # The checkpoint the host finding found, proven before anything starts (its absence is that finding's).
+            findings += preflight.model_checkpoint(loaded.profile, options.profile, model_dir,
+                                                   say=lambda line: say(f"      {line}"))
         findings += preflight.dspark_drafter(loaded.profile, say=lambda line: say(f"      {line}"))
     if findings[0].ok:
         findings.append(preflight.images_present(sorted(set(images))))
     findings.append(preflight.gateway_port(options.bind, options.port, project if findings[0].ok else None))
     findings.append(preflight.api_key(options.bind, options.api_key_file))
+    if options.monitoring:
+        findings.append(preflight.prometheus_port(options.prometheus_port, project if findings[0].ok else None))
     for finding in findings:
         say(f"      {finding}")
     failed = [f for f in findings if not f.ok]
@@ -157,8 +185,8 @@ def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> Deploy
     say(f"[3/6] compose up (project {project.name}); the gateway starts closed")
     if running:
         say(f"      replacing the running stack {project.name}: compose down")
-    # Also clears containers a refused deploy left stopped.
-    project.compose("down", "--remove-orphans", "-t", "10", check=False)
+    # Also clears containers a refused deploy left stopped, and a previous deploy's Prometheus.
+    every_profile(project).compose("down", "--remove-orphans", "-t", "10", check=False)
     if running and options.target == "spark":
         # The old engine's unified memory is released over tens of seconds after it stops.
         memory = _wait_for_memory(say)
@@ -235,6 +263,8 @@ def _wait_and_prove(options, project, loaded, url, started, timings, say) -> Dep
             return _refused(options, project, url, timings, say, "post-admission smoke through the gateway failed", verdict)
         say("      " + (smoke.stdout.strip().splitlines() or ["passed"])[-1])
     say(f"admitted: {url} serves {loaded.profile.model.served_name} ({loaded.profile.name}, {options.target})")
+    if options.monitoring:
+        say(f"monitoring: Prometheus on {prometheus_url(options)} (docs/monitoring.md)")
     return DeployResult(True, project.name, project.compose_file.parent, url, "admitted", verdict, timings)
 
 
@@ -293,6 +323,7 @@ def _write_record(options, project, bundle, images, result: DeployResult) -> Pat
         "gateway_url": result.gateway_url,
         "gateway_bind": options.bind,
         "gateway_port": options.port,
+        "prometheus_url": prometheus_url(options) if options.monitoring else None,
         "admitted": result.admitted,
         "reason": result.reason,
         "images": {ref: docker_cli.image_id(ref) for ref in images},
@@ -308,5 +339,5 @@ def _write_record(options, project, bundle, images, result: DeployResult) -> Pat
 
 def down(project: docker_cli.Project, volumes: bool = False) -> None:
     argv = ["down", "--remove-orphans", "-t", "10"] + (["--volumes"] if volumes else [])
-    project.compose(*argv)
+    every_profile(project).compose(*argv)
 

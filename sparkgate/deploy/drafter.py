@@ -13,28 +13,28 @@ and of what each file held, so a file without one is refused: SGLang reads the d
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import re
 import shlex
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-METADATA_DIR = Path(".cache") / "huggingface" / "download"
+from sparkgate.deploy import fileproof
+from sparkgate.deploy.fileproof import MAX_METADATA_BYTES, MAX_NAME_CHARS, MAX_VALUE_CHARS, METADATA_DIR, shown
+from sparkgate.deploy.fileproof import name as _name
+
 CONFIG = "config.json"
 WEIGHTS_GLOB = "*.safetensors"
-_SHA256 = re.compile(r"[0-9a-f]{64}")  # an LFS file's etag
-_GIT_SHA1 = re.compile(r"[0-9a-f]{40}")  # any other file's etag: its git blob id
 MAX_CONFIG_BYTES = 1 << 20
-MAX_METADATA_BYTES = 4096
-MAX_VALUE_CHARS = 120  # an observed value in a finding
-MAX_NAME_CHARS = 240  # a path in a finding (the file name sits at its end)
-MAX_UNRECORDED_LISTED = 10  # unrecorded files named one per line; the rest counted in one more line
-HASH_CHUNK = 8 << 20
-PROGRESS_EVERY = 1 << 30  # say how far a large file's hash has got every GiB
+# Read at each call (tests lower them): how many unrecorded files are named, the hash chunk, the progress step.
+MAX_UNRECORDED_LISTED = fileproof.MAX_UNRECORDED_LISTED
+HASH_CHUNK = fileproof.HASH_CHUNK
+PROGRESS_EVERY = fileproof.PROGRESS_EVERY
+KIND = "drafter"
+REVISION_FIELD = "optimizations.dspark.drafter_revision"
+# The proof itself is shared with the target checkpoint's preflight (sparkgate/deploy/fileproof.py).
+__all__ = ["CONFIG", "MAX_CONFIG_BYTES", "MAX_METADATA_BYTES", "MAX_NAME_CHARS", "MAX_VALUE_CHARS", "METADATA_DIR",
+           "Pin", "WEIGHTS_GLOB", "problems", "shown"]
 
 
 @dataclass(frozen=True)
@@ -57,27 +57,6 @@ class Pin:
         return f"{aside} && {self.download_command(directory)}"
 
 
-def shown(value: object, limit: int = MAX_VALUE_CHARS) -> str:
-    """`value` as one bounded line: its repr (so no newline or quote in it can forge a line), cut at `limit`
-    with the true length."""
-    try:
-        text = repr(value)
-    except RecursionError:
-        return f"<a {type(value).__name__} nested too deeply to show>"
-    if len(text) <= limit:
-        return text
-    length = len(value) if isinstance(value, str) else len(text)
-    return f"{text[:limit]}… ({length} chars)"
-
-
-def _name(path: Path | str) -> str:
-    """A path, quoted like `shown`; a long one keeps its head and its tail, where the file's own name is."""
-    text, head = repr(str(path)), MAX_NAME_CHARS // 4
-    if len(text) <= MAX_NAME_CHARS:
-        return text
-    return f"{text[:head]}…{text[head - MAX_NAME_CHARS:]} ({len(str(path))} chars)"
-
-
 def problems(directory: Path, pin: Pin, say: Callable[[str], None] = lambda _: None) -> list[str]:
     """One line per fault (observed, expected, fix); empty when the directory is the pinned drafter."""
     if not str(directory).isprintable():
@@ -91,86 +70,23 @@ def problems(directory: Path, pin: Pin, say: Callable[[str], None] = lambda _: N
     # edited files, stray files and another revision's leftovers.
     fix = f"Fix: move the directory aside and re-download: {pin.clean_download_command(directory)}"
     root = directory.resolve()
-    present, unlisted = _present(root)
-    recorded = _recorded(root)
+    present, unlisted = fileproof.present(root)
+    recorded = fileproof.recorded(root)
     weights = sorted(name for name in present if PurePosixPath(name).match(WEIGHTS_GLOB))
-    found, unreadable = _shape_problems(root, directory, present, fix)
-    found += [f"{_name(path)}: a directory preflight cannot list ({shown(reason)}; expected a readable download, "
-              f"since the engine may read what preflight cannot see). {fix}" for path, reason in unlisted]
+    found, unreadable = fileproof.shape_problems(root, directory, present, fix, KIND)
+    found += fileproof.unlisted_problems(unlisted, fix)
     if CONFIG not in unreadable:
         found += _config_problems(root, directory, present, pin, fix)
     if not weights:
         found.append(f"{_name(directory)}: no {WEIGHTS_GLOB} files (expected the drafter's weights). {fix}")
     for relative in sorted({CONFIG, *weights, *recorded}):
-        found += _revision_problems(root, directory, relative, pin, fix)
-    found += _missing_problems(directory, sorted(recorded - present - {CONFIG}), fix)
-    found += _unrecorded_problems(directory, sorted(present - recorded - {CONFIG, *weights} - unreadable), fix)
+        found += fileproof.revision_problems(root, directory, relative, pin.revision, REVISION_FIELD, fix)
+    found += fileproof.missing_problems(directory, sorted(recorded - present - {CONFIG}), fix)
+    found += fileproof.unrecorded_problems(directory, sorted(present - recorded - {CONFIG, *weights} - unreadable),
+                                           fix, KIND, MAX_UNRECORDED_LISTED)
     for relative in sorted((recorded & present) - unreadable):
-        found += _checksum_problems(root, directory, relative, fix, say)
+        found += fileproof.checksum_problems(root, directory, relative, fix, say, KIND, HASH_CHUNK, PROGRESS_EVERY)
     return found
-
-
-def _present(root: Path) -> tuple[set[str], list[tuple[str, str]]]:
-    """Every entry the engine could read, as a path relative to the directory: files, symlinks, and anything
-    else that is not a plain directory, everywhere but the download's own `.cache/`; with the directories
-    that could not be listed (os.walk would otherwise skip them silently)."""
-    found, unlisted = set(), []
-
-    def refuse(error: OSError) -> None:
-        unlisted.append((error.filename, error.strerror or type(error).__name__))
-
-    for current, directories, files in os.walk(root, onerror=refuse, followlinks=False):
-        here = Path(current)
-        if here == root and METADATA_DIR.parts[0] in directories:
-            directories.remove(METADATA_DIR.parts[0])
-        linked = [name for name in directories if (here / name).is_symlink()]  # os.walk lists, never enters
-        found.update((here / name).relative_to(root).as_posix() for name in [*files, *linked])
-    return found, unlisted
-
-
-def _recorded(root: Path) -> set[str]:
-    """Every file the download wrote a metadata record for."""
-    metadata_root = root / METADATA_DIR
-    if not metadata_root.is_dir():
-        return set()
-    suffix = ".metadata"
-    return {record.relative_to(metadata_root).as_posix()[: -len(suffix)]
-            for record in metadata_root.rglob(f"*{suffix}")}
-
-
-def _inside(root: Path, path: Path) -> bool:
-    """Whether `path`, symlinks followed, stays inside the drafter directory (the engine mounts only it)."""
-    try:
-        path.resolve().relative_to(root)
-    except (ValueError, OSError, RuntimeError):  # RuntimeError: a symlink loop
-        return False
-    return True
-
-
-def _shape_problems(root: Path, shown_dir: Path, present: set[str], fix: str) -> tuple[list[str], set[str]]:
-    """Entries that are no regular file inside the directory (a symlink out of it, a FIFO that would hang the
-    read, a linked directory); returned with their names, which no later check opens."""
-    found, refused = [], set()
-    for relative in sorted(present):
-        path = root / relative
-        where = _name(shown_dir / relative)
-        if not _inside(root, path):
-            found.append(f"{where}: a symlink to {_name(os.path.realpath(path))}, outside the drafter directory "
-                         f"the engine mounts (expected a file inside it). {fix}")
-        elif not _is_regular(path):
-            found.append(f"{where}: not a regular file (a directory link, FIFO, device or dangling symlink; "
-                         f"expected the downloaded file). {fix}")
-        else:
-            continue
-        refused.add(relative)
-    return found, refused
-
-
-def _is_regular(path: Path) -> bool:
-    try:
-        return stat.S_ISREG(path.stat().st_mode)
-    except OSError:
-        return False
 
 
 def _config_problems(root: Path, shown_dir: Path, present: set[str], pin: Pin, fix: str) -> list[str]:
@@ -210,99 +126,3 @@ def _block_size(config: dict) -> object:
         if value is not None:
             return value
     return None
-
-
-def _metadata(root: Path, relative: str) -> tuple[str, str] | str:
-    """(commit, etag) recorded for a downloaded file, or why there is none."""
-    path = root / METADATA_DIR / f"{relative}.metadata"
-    if not path.is_file():
-        return "no download metadata"
-    if not _inside(root, path):
-        return "download metadata is a symlink out of the directory"
-    if not _is_regular(path):
-        return "download metadata is not a regular file"
-    try:
-        with path.open("rb") as handle:
-            lines = handle.read(MAX_METADATA_BYTES).decode("utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        return f"unreadable download metadata ({type(exc).__name__})"
-    if len(lines) < 2:
-        return "download metadata without a commit and an etag"
-    return lines[0].strip(), lines[1].strip()
-
-
-def _revision_problems(root: Path, shown_dir: Path, relative: str, pin: Pin, fix: str) -> list[str]:
-    recorded = _metadata(root, relative)
-    where = _name(shown_dir / relative)
-    if isinstance(recorded, str):
-        return [f"{where}: {recorded} in {METADATA_DIR}/ (expected the record `hf download --local-dir` "
-                f"writes, naming commit {pin.revision[:12]}), so its revision cannot be proven. {fix}"]
-    commit, _etag = recorded
-    if commit != pin.revision:
-        return [f"{where}: downloaded at revision {shown(commit)}, expected {pin.revision} "
-                f"(optimizations.dspark.drafter_revision). {fix}"]
-    return []
-
-
-def _missing_problems(shown_dir: Path, missing: list[str], fix: str) -> list[str]:
-    """Files the download recorded but that are gone (a deleted or renamed shard, config or code file)."""
-    return [f"{_name(shown_dir / relative)}: missing, but the download recorded it (expected every downloaded "
-            f"file). {fix}" for relative in missing]
-
-
-def _unrecorded_problems(shown_dir: Path, unrecorded: list[str], fix: str) -> list[str]:
-    """Files the download never wrote: nothing proves what they hold, and SGLang loads the drafter with
-    trust_remote_code, so a `*.py` there runs in the engine once the config names it."""
-    found = [f"{_name(shown_dir / relative)}: not written by the download (no record in {METADATA_DIR}/; expected "
-             f"only the drafter's downloaded files, since SGLang may read or run any of them). {fix}"
-             for relative in unrecorded[:MAX_UNRECORDED_LISTED]]
-    if len(unrecorded) > MAX_UNRECORDED_LISTED:
-        found.append(f"{_name(shown_dir)}: {len(unrecorded) - MAX_UNRECORDED_LISTED} more files not written by "
-                     f"the download (expected none). {fix}")
-    return found
-
-
-def _checksum_problems(root: Path, shown_dir: Path, relative: str, fix: str,
-                       say: Callable[[str], None]) -> list[str]:
-    recorded = _metadata(root, relative)
-    if isinstance(recorded, str):
-        return []  # already refused by the revision check
-    etag = recorded[1]
-    where = _name(shown_dir / relative)
-    if _SHA256.fullmatch(etag):
-        kind = "SHA-256"
-    elif _GIT_SHA1.fullmatch(etag):
-        kind = "git blob SHA-1"
-    else:
-        return [f"{where}: recorded etag {shown(etag)} is neither a SHA-256 (an LFS file's) nor a git blob "
-                f"SHA-1 (any other file's), so its content cannot be proven. {fix}"]
-    try:
-        digest = _hash(root / relative, kind == "SHA-256", relative, say)
-    except OSError as exc:
-        return [f"{where}: unreadable ({shown(exc.strerror or str(exc))}). {fix}"]
-    if digest != etag:
-        return [f"{where}: {kind} {digest}, expected {etag} as downloaded (corrupt or edited file). {fix}"]
-    return []
-
-
-def _hash(path: Path, lfs: bool, relative: str, say: Callable[[str], None]) -> str:
-    """The file's digest as the Hub's etag states it: SHA-256 of the content for an LFS file, else the git blob
-    id (SHA-1 of `blob <size>\\0` + content). Streamed, so a multi-GB file never sits in memory; large files
-    report progress."""
-    with path.open("rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if lfs:
-            digest = hashlib.sha256()
-        else:
-            digest = hashlib.sha1(usedforsecurity=False)  # git's id, compared, not a security primitive
-            digest.update(b"blob %d\0" % size)
-        done, next_report = 0, PROGRESS_EVERY
-        if size >= PROGRESS_EVERY:
-            say(f"hashing drafter {shown(relative)} ({size / 2**30:.1f} GiB)")
-        while chunk := handle.read(HASH_CHUNK):
-            digest.update(chunk)
-            done += len(chunk)
-            if done >= next_report and done < size:
-                say(f"hashing drafter {shown(relative)}: {done / 2**30:.1f} / {size / 2**30:.1f} GiB")
-                next_report += PROGRESS_EVERY
-    return digest.hexdigest()

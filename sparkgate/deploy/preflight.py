@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkgate.deploy import docker_cli, drafter
+from sparkgate.deploy import checkpoint, docker_cli, drafter
 
 # Ling-3.0-flash needs ~60-66 GB of weights plus KV cache and graphs in unified memory; another model
 # still resident (or memory not yet released by a crashed engine) wedges the GB10 driver instead of OOMing.
@@ -103,6 +103,17 @@ def gateway_port(bind: str, port: int, project: docker_cli.Project | None = None
     return finding
 
 
+def prometheus_port(port: int, project: docker_cli.Project | None = None) -> PreflightFinding:
+    """The monitoring profile's Prometheus port on 127.0.0.1: free, or held by this project's own Prometheus."""
+    finding = port_free("127.0.0.1", port)
+    if finding.ok:
+        return PreflightFinding("prometheus port", True, f"127.0.0.1:{port} free")
+    if project is not None and port in project.published_ports("prometheus"):
+        return PreflightFinding("prometheus port", True, f"127.0.0.1:{port} held by {project.name}'s own Prometheus, "
+                                "which is replaced with the stack")
+    return PreflightFinding("prometheus port", False, finding.detail.replace("or pass --port", "or pass --monitoring-port"))
+
+
 def api_key(bind: str, key_file: str | None) -> PreflightFinding:
     if bind in LOOPBACK:
         return PreflightFinding("api key", True, "loopback only; no key required")
@@ -136,8 +147,8 @@ def spark_host(model_dir: Path, cache_dir: Path, mem_min_gib: float = SPARK_MIN_
                                      "`nvidia-ctk runtime configure --runtime=docker`, then restart dockerd"))
     has_model = (model_dir / "config.json").is_file()
     findings.append(PreflightFinding("model", has_model, str(model_dir) if has_model else
-                                     f"{model_dir}/config.json missing. Fix: download Ling-3.0-flash-fp4 there or set "
-                                     "SPARKGATE_MODEL_DIR"))
+                                     f"{model_dir}/config.json missing. Fix: `invoke model.pull --profile <profile>` "
+                                     "downloads the pinned checkpoint there, or set SPARKGATE_MODEL_DIR to where it is"))
     if memory_held_by_own_engine:
         findings.append(PreflightFinding("memory", True, "deferred: this project's running engine holds it; checked "
                                          "after that stack stops"))
@@ -154,6 +165,23 @@ def spark_host(model_dir: Path, cache_dir: Path, mem_min_gib: float = SPARK_MIN_
         findings.append(PreflightFinding(f"{sub} cache", ok, str(path) if ok else
                                          f"{path} not writable. Fix: chown it or set SPARKGATE_CACHE_DIR"))
     return findings
+
+
+def model_dir(model_path: str) -> Path:
+    """The host directory rendered compose.yaml mounts at model.path (SPARKGATE_MODEL_DIR)."""
+    return Path(os.environ.get("SPARKGATE_MODEL_DIR", Path.home() / "models" / Path(model_path).name))
+
+
+def model_checkpoint(profile, reference: str, directory: Path | None = None,
+                     say: Callable[[str], None] = lambda _: None) -> list[PreflightFinding]:
+    """The target checkpoint directory (sparkgate/deploy/checkpoint.py): config fields, index, shard headers and
+    download records, without hashing the weights; one finding per fault, or one passing finding."""
+    directory = directory or model_dir(profile.model.path)
+    expect = checkpoint.Expect.from_profile(profile, reference)
+    report = checkpoint.check(directory, expect, say=say)
+    if report.problems:
+        return [PreflightFinding("model checkpoint", False, line) for line in report.problems]
+    return [PreflightFinding("model checkpoint", True, report.summary(directory, expect))]
 
 
 def dspark_drafter_dir(draft_model_path: str) -> Path:

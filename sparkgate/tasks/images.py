@@ -1,4 +1,4 @@
-"""Image tasks (`invoke images.base|wheels|sim|spark|lock`); the build logic is sparkgate.image_build.
+"""Image tasks (`invoke images.base|wheels|sim|prometheus|spark|lock`); the build logic is sparkgate.image_build.
 
 Without tasks.py the same tasks run as `python -m sparkgate.tasks.images <task>` (CI does).
 """
@@ -44,6 +44,18 @@ def sim(c, no_cache=False, dry_run=False):
     image_build.build_runtime(no_cache=no_cache, dry_run=dry_run)
 
 
+@sparkgate_task("images.prometheus", help={"rebuild": "build even if the image exists",
+                                           "dry_run": "print the commands and do nothing"})
+def prometheus(c, rebuild=False, dry_run=False):
+    """Build the monitoring profile's Prometheus image (images.lock.yaml local_images.prometheus) offline.
+
+    Debian bookworm's `prometheus` package (with promtool) at the pinned version: the host's apt downloads it
+    and what the local base lacks, then docker/prometheus.Dockerfile installs it with --network none. Needs
+    `images.base` first.
+    """
+    image_build.build_prometheus(rebuild=rebuild, dry_run=dry_run)
+
+
 @sparkgate_task("images.spark", help={
     "allow_unpinned": "build on the base without a digest (development only; the image says so)",
     "max_jobs": "compile parallelism (MAX_JOBS); keep it low, unified memory is shared with the GPU",
@@ -64,7 +76,7 @@ def lock(c, dry_run=False):
     image_build.lock_instructions(dry_run=dry_run)
 
 
-ns = Collection("images", base, wheels, sim, spark, lock)
+ns = Collection("images", base, wheels, sim, prometheus, spark, lock)
 
 
 if __name__ == "__main__":

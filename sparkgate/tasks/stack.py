@@ -52,12 +52,15 @@ def _record(project: docker_cli.Project) -> dict:
         "sim_startup": "simulated startup length in engine seconds (default: Spark-like, about 8 minutes)",
         "period": "sentinel re-check period in seconds",
         "budget": "seconds to wait for the verdict (default: 1200 on spark, 300 on sim)",
+        "monitoring": "also start the `monitoring` compose profile: Prometheus with sparkgate's alerts (docs/monitoring.md)",
+        "monitoring_port": "Prometheus port on 127.0.0.1 with --monitoring (default: sparkgate.prometheus_port, 19090)",
+        "scrape_interval": "Prometheus scrape and rule evaluation interval in seconds (default 15)",
         "dry_run": "preflight and show what would be written and started, start nothing",
     }
 )
 def deploy(c, profile=None, target="spark", port=None, bind=None, api_key_file=None, project=None, out=None,
            sim_faults="", sim_admin=False, sim_time_scale=None, sim_startup=None, period=None, budget=None,
-           dry_run=False):
+           monitoring=False, monitoring_port=None, scrape_interval=None, dry_run=False):
     """Preflight, render, up, wait, prove, admit. Exit 0 only when the gateway admits traffic."""
     require(profile, "profile", "invoke deploy --profile all-three --target sim")
     settings = c.config.sparkgate  # defaults (sparkgate.defaults), overridable through invoke's configuration
@@ -70,11 +73,17 @@ def deploy(c, profile=None, target="spark", port=None, bind=None, api_key_file=N
         api_key_file=api_key_file, sim_faults=tuple(f for f in sim_faults.split(",") if f), sim_admin=sim_admin,
         sim_time_scale=float(sim_time_scale), sim_startup_s=float(sim_startup) if sim_startup else None,
         recheck_period_s=float(period), budget_s=float(budget) if budget else None, dry_run=dry_run,
+        monitoring=monitoring, prometheus_port=int(monitoring_port or settings.prometheus_port),
+        **({"scrape_interval_s": float(scrape_interval)} if scrape_interval else {}),
     )
     if target == "sim" and not dry_run:
         from sparkgate.image_build import ensure_runtime_image
 
         ensure_runtime_image()
+    if monitoring and not dry_run:
+        from sparkgate.image_build import build_prometheus
+
+        build_prometheus()  # only when missing: its tag pins the Debian package version
     result = deploy_mod.deploy(options, say=lambda line: print(line, flush=True))
     if dry_run:
         return
@@ -87,8 +96,10 @@ def deploy(c, profile=None, target="spark", port=None, bind=None, api_key_file=N
 def status(c, profile=None, target=None, port=None, project=None, out=None, api_key_file=None):
     """Services, gate state and the last verdict of a deployed stack."""
     stack = _project(profile, project, out, "status")
-    for service in ("engine", "sentinel", "gateway"):
+    for service in ("engine", "sentinel", "gateway", "prometheus"):
         state = stack.state(service) or {}
+        if service == "prometheus" and not state:
+            continue  # the monitoring profile was not deployed
         health = (state.get("Health") or {}).get("Status", "-")
         print(f"{service:9s} {state.get('Status', 'absent'):10s} health={health}")
     url = _gateway_url(c, stack, port)

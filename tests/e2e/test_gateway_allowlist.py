@@ -91,3 +91,35 @@ def test_client_routes_pass_and_absolute_form_is_forwarded_in_origin_form(deploy
     assert all(path.startswith("/") for path in after), after
     engine_routes = {r.path for r in gateway_routes.ROUTES if r.backend == gateway_routes.ENGINE and not r.pattern}
     assert {path for path, n in grew.items() if n} <= engine_routes | {f"/v1/models/{MODEL}"}, grew
+    # The body limit: a body over the profile's gateway.max_body_mib (16 MiB) is answered 413 by the gateway and a
+    # chunked one 411, before a byte reaches the engine; a 256K-token-sized prompt (about 1.3 MB) passes.
+    before = stack.engine_stats()["forwarded_requests"]
+    status, answer = raw_bytes(stack.port, "POST", "/v1/chat/completions",
+                               {"Content-Length": str(17 * 1024 * 1024)}, b"{" * (17 * 1024 * 1024))
+    assert status == 413 and "gateway.max_body_mib" in answer["error"], (status, answer)
+    chunked = b"5\r\n{\"a\":\r\n0\r\n\r\n"
+    status, answer = raw_bytes(stack.port, "POST", "/v1/chat/completions", {"Transfer-Encoding": "chunked"}, chunked)
+    assert status == 411 and "Content-Length" in answer["error"], (status, answer)
+    assert stack.engine_stats()["forwarded_requests"] == before
+    long_prompt = {"model": MODEL, "messages": [{"role": "user", "content": "word " * 262144}], "max_tokens": 1}
+    status, answer = raw_request(stack.port, "POST", "/v1/chat/completions", long_prompt)
+    assert status != 413 and stack.engine_stats()["forwarded_requests"] == before + 1, (status, answer)
+
+
+def raw_bytes(port: int, method: str, target: str, headers: dict[str, str], payload: bytes) -> tuple[int, dict]:
+    """A request with exactly these body headers. The gateway judges the headers alone, so its answer comes before
+    any body byte is sent; the body follows only if nothing answered within a few seconds."""
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    data = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+        conn.sendall((f"{method} {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n"
+                      f"Content-Type: application/json\r\n{head}\r\n").encode())
+        try:
+            data = conn.recv(65536)
+        except TimeoutError:
+            conn.settimeout(30)
+            conn.sendall(payload)
+        while chunk := conn.recv(65536):
+            data += chunk
+    header, _, rest = data.partition(b"\r\n\r\n")
+    return int(header.split()[1]), json.loads(rest)

@@ -88,6 +88,9 @@ def test_gateway_is_the_only_listener(project_containers):
         bindings = inspect(container)["HostConfig"].get("PortBindings") or {}
         if bindings:
             published[service] = bindings
+    # The opt-in monitoring profile's Prometheus publishes too, on loopback only (docs/monitoring.md).
+    prometheus = published.pop("prometheus", {})
+    assert all(b["HostIp"] == "127.0.0.1" for ports in prometheus.values() for b in ports), prometheus
     assert list(published) == ["gateway"], published
     addresses = [(b["HostIp"], b["HostPort"]) for ports in published["gateway"].values() for b in ports]
     assert len(addresses) == 1 and addresses[0][0] == bind

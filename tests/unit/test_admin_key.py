@@ -175,6 +175,8 @@ def test_compose_shares_the_key_volume_with_engine_rw_and_sentinel_ro_only(targe
         "engine": [f"{render.ADMIN_KEY_VOLUME}:{admin_key.ADMIN_DIR}"],
         "sentinel": [f"{render.ADMIN_KEY_VOLUME}:{admin_key.ADMIN_DIR}:ro"],
         "gateway": [],
+        "prometheus-config": [],
+        "prometheus": [],
     }
     # The engine's command is the profile's argv: the entrypoint adds --config at start, nothing else does.
     assert "--config" not in compose["services"]["engine"]["command"]

@@ -123,7 +123,7 @@ def test_hostile_text_is_refused_or_rendered_exactly(tmp_path, field, value, tar
     files = render.render_files(loaded, render.RenderOptions(target=target))
     compose = yaml.safe_load(files["compose.yaml"])
     assert set(compose) == {"name", "services", "networks", "secrets", "volumes", "configs"}
-    assert set(compose["services"]) == {"engine", "sentinel", "gateway"}
+    assert set(compose["services"]) == {"engine", "sentinel", "gateway", "prometheus-config", "prometheus"}
     # The bundle files travel inside compose.yaml as configs: each arrives as exactly the rendered file.
     assert {name: _literal(config["content"]) for name, config in compose["configs"].items()} == {
         name: files[name] for name in compose["configs"]

@@ -36,7 +36,7 @@ def test_render_is_deterministic_and_complete(name, target):
     assert first == second
     assert set(first) == {
         "compose.yaml", "engine-env.json", "argv.json", "expectations.json", "manifest.json",
-        "haproxy.cfg", "gateway-gate.lua", "gateway-503.http",
+        "haproxy.cfg", "gateway-gate.lua", "gateway-503.http", "prometheus.yml", "sparkgate-rules.yml",
     }
     for text in first.values():
         assert "{{" not in text and "{%" not in text
@@ -60,7 +60,9 @@ def test_bundle_contents_agree(name, target):
     assert argv == list(loaded.plan.argv)
     assert engine["command"] == argv
     assert "ports" not in engine, "the engine must not publish a port"
-    published = {name: svc.get("ports") for name, svc in compose["services"].items() if svc.get("ports")}
+    # Opt-in profiles aside (monitoring: Prometheus on 127.0.0.1 only, tests/unit/test_monitoring.py).
+    published = {name: svc.get("ports") for name, svc in compose["services"].items()
+                 if svc.get("ports") and not svc.get("profiles")}
     assert list(published) == ["gateway"], "the gateway is the only published service"
     assert published["gateway"] == ["${SPARKGATE_GATEWAY_BIND:-127.0.0.1}:${SPARKGATE_GATEWAY_PORT:-18000}:8080"]
     assert engine["pid"] == "service:sentinel"
@@ -308,3 +310,13 @@ def test_no_drafter_mount_without_dspark(target):
     compose = yaml.safe_load(rendered("all-three", target)["compose.yaml"])
     assert not [v for v in compose["services"]["engine"]["volumes"] if "dspark" in v.lower()]
     assert "sim-dspark-drafter" not in compose["volumes"]
+
+
+def test_the_gateway_body_limit_comes_from_the_profile(tmp_path):
+    path = tmp_path / "small.yaml"
+    path.write_text("name: small\ndescription: a 1 MiB body limit\nextends: [all-three]\ngateway:\n  max_body_mib: 1\n")
+    files = render.render_files(profiles.load(str(path)), render.RenderOptions(target="sim"))
+    limits = [line for line in files["haproxy.cfg"].splitlines() if "status 413" in line]
+    assert len(limits) == 1 and limits[0].endswith("{ req.hdr_val(content-length) gt 1048576 }")
+    shipped = render.render_files(profiles.load("all-three"), render.RenderOptions(target="sim"))
+    assert "gt 16777216 }" in shipped["haproxy.cfg"]
