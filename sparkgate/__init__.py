@@ -3,13 +3,13 @@ optimization is proven engaged.
 
 The pipeline, stage by stage (each stage only reads what the one before it produced):
 
-1. profile        profiles/<name>.yaml is read and its `extends:` merged ........ sparkgate.profiles
-2. model          validated into frozen models, once, at the boundary ........... sparkgate.model
+1. profile        profiles/<name>.yaml is read and its `extends:` merged ........ sparkgate.profile.loading
+2. model          validated into frozen models, once, at the boundary ........... sparkgate.profile.model
                   (one module per optimization: sparkgate.optimizations.*)
 3. launch plan    the engine's argv + env, each item traced to its profile field . sparkgate.launch
                   (flag names spelled once in sparkgate.sglang.flags; checked
                   against SGLang's own flag table, sparkgate.sglang.parser)
-4. rules          cross-field refusals over the final launch ..................... sparkgate.rules
+4. rules          cross-field refusals over the final launch ..................... sparkgate.profile.rules
 5. render         build/<name>/: compose.yaml, argv.json, expectations.json, ...  sparkgate.render,
                                                                                    sparkgate.expectations
 6. deploy         preflight, compose up, follow startup, wait for the verdict .... sparkgate.deploy

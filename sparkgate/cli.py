@@ -14,14 +14,12 @@ EXIT_USAGE = 2
 
 
 def _load(reference: str):
-    from sparkgate import profiles
-
+    from sparkgate.profile import loading as profiles
     return profiles.load(reference)
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:
     from sparkgate import display
-
     display.console().print(display.profiles_table())
     return 0
 

@@ -24,8 +24,7 @@ class VerdictRefused(Refusal):
 
 
 def _load(profile: str):
-    from sparkgate import profiles
-
+    from sparkgate.profile import loading as profiles
     return profiles.load(profile)
 
 
@@ -36,7 +35,6 @@ def validate(profile: str) -> None:
 
 def show(profile: str) -> None:
     from sparkgate import display
-
     loaded = _load(profile)
     out = display.console()
     for table in display.launch_tables(loaded):
@@ -47,7 +45,6 @@ def show(profile: str) -> None:
 def render_bundle(profile: str, target: str = "spark", out: str | None = None,
                   sim_time_scale: float = defaults.SIM_TIME_SCALE, dry_run: bool = False) -> None:
     from sparkgate import render
-
     loaded = _load(profile)
     options = render.RenderOptions(target=target, sim_time_scale=sim_time_scale)
     if dry_run:
@@ -73,7 +70,6 @@ def _sync(path: Path, text: str, check: bool, what: str, regenerate: str) -> Non
 
 def sync_schema(check: bool = False) -> None:
     from sparkgate import schema
-
     _sync(schema.committed_schema_path(), schema.schema_text(), check, "profile schema", "invoke schema")
 
 

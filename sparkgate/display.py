@@ -7,9 +7,9 @@ import shlex
 from rich.console import Console
 from rich.table import Table
 
-from sparkgate import profiles as profiles_mod
-from sparkgate.problems import ProfileError
-from sparkgate.profiles import LoadedProfile
+from sparkgate.profile import loading as profiles_mod
+from sparkgate.profile.loading import LoadedProfile
+from sparkgate.profile.problems import ProfileError
 
 
 def console(stderr: bool = False) -> Console:

@@ -11,7 +11,7 @@ from sparkgate.optimizations import REGISTRY
 from sparkgate.sglang.parser import SGLANG_VERSION
 
 if TYPE_CHECKING:
-    from sparkgate.profiles import LoadedProfile
+    from sparkgate.profile.loading import LoadedProfile
 
 EXPECTATIONS_VERSION = 1
 

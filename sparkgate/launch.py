@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparkgate.model import Profile, SGLangArgs
 from sparkgate.optimizations import REGISTRY
+from sparkgate.profile.model import Profile, SGLangArgs
 from sparkgate.sglang import flags as F
 from sparkgate.sglang.parser import ArgvError, ParsedOption, option_table, parse_argv
 

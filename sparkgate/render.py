@@ -23,7 +23,7 @@ from sparkgate import atomic, defaults, expectations, monitoring
 from sparkgate.errors import Refusal
 from sparkgate.images import load_lock
 from sparkgate.paths import build_dir, templates_dir
-from sparkgate.profiles import LoadedProfile
+from sparkgate.profile.loading import LoadedProfile
 from sparkgate.runtime import admin_key, gateway_routes
 from sparkgate.sglang import flags as F
 

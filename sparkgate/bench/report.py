@@ -21,8 +21,7 @@ def _pct(value: float | None, reference: float | None) -> float | None:
 
 def _min_accept(profile: str, key: str = "mtp") -> float:
     try:
-        from sparkgate import profiles
-
+        from sparkgate.profile import loading as profiles
         return getattr(profiles.load(profile).profile.optimizations, key).min_accept_length
     except Exception:  # a profile renamed or removed since the run: the shipped default
         return DEFAULT_MIN_ACCEPT

@@ -100,8 +100,7 @@ def _context_tokens(records: list[dict]) -> int:
 
 
 def bench(options: BenchOptions, say: Callable[[str], None] = print) -> BenchResult:
-    from sparkgate import profiles
-
+    from sparkgate.profile import loading as profiles
     loaded = profiles.load(options.profile)
     profile = loaded.profile
     requested = profile.requested()

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sparkgate import atomic, profiles, render
+from sparkgate import atomic, render
 from sparkgate.deploy import docker_cli, preflight
 from sparkgate.errors import Refusal
 from sparkgate.evidence import startup
@@ -22,6 +22,7 @@ from sparkgate.images import load_lock
 from sparkgate.monitoring import DEFAULT_PROMETHEUS_PORT, DEFAULT_SCRAPE_INTERVAL_S
 from sparkgate.paths import build_dir, repo_root
 from sparkgate.phases import current_phase
+from sparkgate.profile import loading as profiles
 
 SPARK_START_BUDGET_S = 20 * 60  # cold start is ~8 min; graphs + JIT can add more on a first run
 SIM_START_BUDGET_S = 5 * 60

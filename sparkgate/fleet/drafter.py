@@ -15,8 +15,8 @@ import argparse
 import json
 import sys
 
-from sparkgate import profiles
 from sparkgate.errors import run_cli
+from sparkgate.profile import loading as profiles
 
 
 def pin(profile, target: str) -> dict | None:

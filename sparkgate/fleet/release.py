@@ -16,12 +16,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkgate import profiles, render
+from sparkgate import render
 from sparkgate.deploy.deploy import SIM_START_BUDGET_S, SPARK_START_BUDGET_S
 from sparkgate.deploy.preflight import SPARK_MIN_MEM_AVAILABLE_GIB
 from sparkgate.errors import Refusal, run_cli
 from sparkgate.fleet import drafter
 from sparkgate.images import load_lock
+from sparkgate.profile import loading as profiles
 
 # A simulated engine holds no weights: a lab host only needs room for three small containers.
 SIM_MIN_MEM_AVAILABLE_GIB = 1

@@ -16,10 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sparkgate import atomic, profiles
+from sparkgate import atomic
 from sparkgate.errors import Refusal
 from sparkgate.fleet import report as report_mod
 from sparkgate.paths import build_dir, repo_root
+from sparkgate.profile import loading as profiles
 
 GROUP = "sparks"
 

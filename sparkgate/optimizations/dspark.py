@@ -21,15 +21,15 @@ from sparkgate.evidence.results import CheckResult, checked, failed
 from sparkgate.evidence.stages import Stage
 from sparkgate.frozen import Frozen
 from sparkgate.optimizations import humming, mtp, mtp_recheck
-from sparkgate.safe_types import ClassName, ContainerPath, GitRevision, HubRepo
+from sparkgate.profile.safe_types import ClassName, ContainerPath, GitRevision, HubRepo
 from sparkgate.sglang import conformance
 from sparkgate.sglang import flags as F
 
 if TYPE_CHECKING:
-    from sparkgate.context import RuleContext
     from sparkgate.evidence.recheck import RecheckContext
-    from sparkgate.model import Profile
-    from sparkgate.problems import Problem
+    from sparkgate.profile.context import RuleContext
+    from sparkgate.profile.model import Profile
+    from sparkgate.profile.problems import Problem
 
 KEY = "dspark"
 DOCS = "dspark.md"

@@ -16,10 +16,10 @@ from sparkgate.sglang import conformance, fork
 from sparkgate.sglang import flags as F
 
 if TYPE_CHECKING:
-    from sparkgate.context import RuleContext
     from sparkgate.evidence.recheck import RecheckContext
-    from sparkgate.model import Profile
-    from sparkgate.problems import Problem
+    from sparkgate.profile.context import RuleContext
+    from sparkgate.profile.model import Profile
+    from sparkgate.profile.problems import Problem
 
 KEY = "fp8_lm_head"
 DOCS = "fp8_lm_head.md"

@@ -13,14 +13,14 @@ from sparkgate.evidence.results import CheckResult, checked, failed
 from sparkgate.evidence.stages import Stage
 from sparkgate.frozen import Frozen
 from sparkgate.optimizations import fp8_lm_head, mtp_recheck
-from sparkgate.safe_types import ContainerPath
+from sparkgate.profile.safe_types import ContainerPath
 from sparkgate.sglang import conformance, fork
 from sparkgate.sglang import flags as F
 
 if TYPE_CHECKING:
-    from sparkgate.context import RuleContext
-    from sparkgate.model import Profile
-    from sparkgate.problems import Problem
+    from sparkgate.profile.context import RuleContext
+    from sparkgate.profile.model import Profile
+    from sparkgate.profile.problems import Problem
 
 KEY = "mtp"
 DOCS = "mtp.md"

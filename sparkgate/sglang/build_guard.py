@@ -125,8 +125,7 @@ def check_dspark_drafter_class(class_name: str, source: Path | None = None) -> G
 
 def dspark_drafter_classes(image: str) -> set[str]:
     """Drafter classes of the profiles that run DSpark on this image."""
-    from sparkgate import profiles
-
+    from sparkgate.profile import loading as profiles
     classes = set()
     for name in profiles.available_profiles():
         profile = profiles.load(name).profile
@@ -171,7 +170,8 @@ def check_humming_installed(pinned: str | None) -> GuardResult:
 def check_profiles_parse(image: str) -> list[GuardResult]:
     """SGLang's real parser on each profile's rendered argv.json (the argv the container runs)."""
     try:
-        from sparkgate import profiles, render
+        from sparkgate import render
+        from sparkgate.profile import loading as profiles
         from sparkgate.sglang.parser import build_sglang_parser
 
         # The installed SGLang's own flags: in the image that is the fork, fork-only flags included.

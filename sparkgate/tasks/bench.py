@@ -9,7 +9,7 @@ from pathlib import Path
 
 from invoke import Collection, Exit
 
-from sparkgate.problems import ProfileError
+from sparkgate.profile.problems import ProfileError
 from sparkgate.tasks.common import require, sparkgate_task
 
 
@@ -84,8 +84,8 @@ def _print_own_help(task_name: str) -> None:
 
 def _names_profiles(refs: list[str], root: Path) -> bool:
     """True when every entry is a profile name (or a stored run label), not a run id or directory."""
-    from sparkgate import profiles
     from sparkgate.bench import per_workload
+    from sparkgate.profile import loading as profiles
 
     if refs == ["latest"] or any(Path(ref).is_dir() or (root / ref).is_dir() for ref in refs):
         return False
@@ -166,11 +166,11 @@ def roofline(c, profile=None, config=None, bandwidth=273.0, accept_length=None, 
     require(profile, "profile", "invoke roofline --profile all-three")
     import json
 
-    from sparkgate import profiles
     from sparkgate.atomic import write_text_atomically
     from sparkgate.bench import roofline as roof
     from sparkgate.bench.published import PUBLISHED
     from sparkgate.bench.run import roofline_for
+    from sparkgate.profile import loading as profiles
 
     try:
         loaded = profiles.load(profile)

@@ -6,7 +6,7 @@ from invoke import Collection
 
 from sparkgate import commands
 from sparkgate.errors import Refusal
-from sparkgate.problems import ProfileError
+from sparkgate.profile.problems import ProfileError
 from sparkgate.tasks.common import require, sparkgate_task
 
 
@@ -16,8 +16,7 @@ def _refuse_if_running(profile: str) -> None:
     import shutil
     import subprocess
 
-    from sparkgate import profiles as profiles_mod
-
+    from sparkgate.profile import loading as profiles_mod
     if shutil.which("docker") is None:
         return
     try:
@@ -37,7 +36,6 @@ def _refuse_if_running(profile: str) -> None:
 def profiles(c):
     """List shipped profiles with their optimizations and descriptions."""
     from sparkgate import display
-
     display.console().print(display.profiles_table())
 
 

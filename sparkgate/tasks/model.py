@@ -28,8 +28,8 @@ def pull(c, profile=None, revision=None, dir=None, drafter_dir=None, workers=8):
 
     Exits 0 only when every file hashes to what the Hub recorded for it and nothing else is in the directory.
     """
-    from sparkgate import profiles
     from sparkgate.deploy import pull as pull_mod
+    from sparkgate.profile import loading as profiles
 
     reference = require(profile, "profile", "invoke model.pull --profile all-three")
     loaded = profiles.load(reference)
@@ -53,9 +53,9 @@ def verify(c, profile=None, dir=None, drafter_dir=None, revision=None, quick=Fal
     """
     import time
 
-    from sparkgate import profiles
     from sparkgate.deploy import checkpoint, drafter, preflight
     from sparkgate.deploy import pull as pull_mod
+    from sparkgate.profile import loading as profiles
 
     reference = require(profile, "profile", "invoke model.verify --profile all-three")
     loaded = profiles.load(reference)

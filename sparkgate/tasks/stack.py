@@ -10,11 +10,12 @@ from pathlib import Path
 
 from invoke import Collection, Exit
 
-from sparkgate import commands, profiles
+from sparkgate import commands
 from sparkgate.deploy import deploy as deploy_mod
 from sparkgate.deploy import docker_cli
 from sparkgate.evidence.client import fetch_json
 from sparkgate.paths import build_dir, repo_root
+from sparkgate.profile import loading as profiles
 from sparkgate.tasks.common import STACK_HELP, require, sparkgate_task
 
 

@@ -10,9 +10,9 @@ import sys
 
 import yaml
 
-from sparkgate import profiles
 from sparkgate.fleet import drafter, release
 from sparkgate.paths import repo_root
+from sparkgate.profile import loading as profiles
 
 STACK = repo_root() / "ansible" / "roles" / "sparkgate_stack"
 

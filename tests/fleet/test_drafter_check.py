@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-from sparkgate import profiles
 from sparkgate.fleet import drafter
 from sparkgate.paths import repo_root
+from sparkgate.profile import loading as profiles
 from tests.fleet.conftest import ansible_env, ansible_tool
 from tests.fleet.drafter_fixture import fault, make
 

@@ -7,8 +7,9 @@ import json
 import subprocess
 import sys
 
-from sparkgate import profiles, render
+from sparkgate import render
 from sparkgate.fleet import export, release
+from sparkgate.profile import loading as profiles
 
 
 def test_release_is_the_deploy_render_named_by_its_manifest(tmp_path):

@@ -29,8 +29,7 @@ def free_port() -> int:
 
 def profile_launch(name: str) -> tuple[list[str], dict[str, str]]:
     """The argv and env the real engine gets for a shipped profile."""
-    from sparkgate import profiles
-
+    from sparkgate.profile import loading as profiles
     plan = profiles.load(name).plan
     return list(plan.argv), dict(plan.env_map())
 

@@ -58,8 +58,7 @@ def standalone_launch(dense_launch) -> Launch:
 def product_engine_env() -> dict[str, str]:
     """The SGLang variables a rendered all-three bundle gives the engine (sparkgate/launch.py), minus the plugin list
     (the lane chooses plugins) and Humming's cache paths: with them the env checks judge what stock SGLang lists."""
-    from sparkgate import profiles
-
+    from sparkgate.profile import loading as profiles
     env = profiles.load("all-three").plan.env_map()
     return {k: v for k, v in env.items() if k.startswith("SGLANG_") and k != "SGLANG_PLUGINS"}
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from sparkgate import expectations as expectations_mod
-from sparkgate import profiles
 from sparkgate.evidence import logs
 from sparkgate.evidence.results import CheckResult, Verdict
 from sparkgate.evidence.verify import verify
+from sparkgate.profile import loading as profiles
 from tests.real.engine import RealEngine
 
 

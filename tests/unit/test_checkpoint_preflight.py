@@ -11,8 +11,8 @@ import struct
 import pytest
 import safetensors
 
-from sparkgate import profiles
 from sparkgate.deploy import checkpoint, fileproof, preflight
+from sparkgate.profile import loading as profiles
 from tests.plugins import checkpoints as ck
 
 PULL = "invoke model.pull --profile all-three"

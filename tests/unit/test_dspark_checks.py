@@ -8,7 +8,6 @@ import copy
 import pytest
 
 from sparkgate import expectations as expectations_mod
-from sparkgate import profiles
 from sparkgate.evidence import activity, catalog
 from sparkgate.evidence.calibration import CalibrationResult, RequestResult
 from sparkgate.evidence.gather import Evidence
@@ -16,6 +15,7 @@ from sparkgate.evidence.logs import EngineLog
 from sparkgate.evidence.recheck import RecheckContext
 from sparkgate.evidence.stages import Stage
 from sparkgate.optimizations import dspark, mtp_recheck
+from sparkgate.profile import loading as profiles
 from sparkgate.sglang import conformance as C
 
 HEAD = {"module_class": "ParallelLMHead", "quant_method": "Fp8LinearMethod", "weight_dtype": "torch.float8_e4m3fn",

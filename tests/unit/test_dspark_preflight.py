@@ -12,8 +12,8 @@ import pytest
 from huggingface_hub._local_folder import write_download_metadata
 from huggingface_hub.utils.sha import git_hash
 
-from sparkgate import profiles
 from sparkgate.deploy import drafter, preflight
+from sparkgate.profile import loading as profiles
 
 REVISION = "8e5d9988c9b09de13f1f7c9d999ff2bfa533a149"
 OTHER_REVISION = "0" * 40

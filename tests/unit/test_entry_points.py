@@ -48,7 +48,6 @@ def test_each_command_sets_up_the_checkout_before_it_runs(repo, script, last):
 def test_quickstart_names_the_endpoint_it_ends_with(repo):
     """The README promises the admitted URL at the default port the deploy task uses."""
     from sparkgate import defaults
-
     readme = (repo / "README.md").read_text(encoding="utf-8")
     assert f"admitted: http://127.0.0.1:{defaults.GATEWAY_PORT} serves ling-v3-flash-fp4 (all-three, sim)" in readme
     assert shlex.split(quickstart_commands(repo)[0]) == ["bash", "scripts/quickstart"]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkgate import profiles
-from sparkgate.problems import ProfileError
+from sparkgate.profile import loading as profiles
+from sparkgate.profile.problems import ProfileError
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "profiles"
 VALID = sorted((FIXTURES / "valid").glob("*.yaml"))

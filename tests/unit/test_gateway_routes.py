@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from sparkgate import profiles, render
+from sparkgate import render
+from sparkgate.profile import loading as profiles
 from sparkgate.runtime import gateway_routes as R
 
 ADMIN_AND_TRICKS = [

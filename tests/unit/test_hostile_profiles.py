@@ -19,8 +19,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkgate import profiles, render
-from sparkgate.problems import ProfileError
+from sparkgate import render
+from sparkgate.profile import loading as profiles
+from sparkgate.profile.problems import ProfileError
 
 # dotted field -> how to place the value into a profile document extending all-three.
 FIELDS = {

@@ -17,8 +17,8 @@ import huggingface_hub
 import pytest
 from huggingface_hub import constants
 
-from sparkgate import profiles
 from sparkgate.deploy import checkpoint, drafter, fileproof, pull
+from sparkgate.profile import loading as profiles
 from tests.conftest import REPO as CHECKOUT
 from tests.plugins import checkpoints as ck
 from tests.plugins.hub import Repo, StandInHub

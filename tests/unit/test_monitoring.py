@@ -14,10 +14,11 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from sparkgate import image_build, monitoring, profiles, render
+from sparkgate import image_build, monitoring, render
 from sparkgate.deploy import deploy as deploy_mod
 from sparkgate.deploy import docker_cli
 from sparkgate.images import load_lock
+from sparkgate.profile import loading as profiles
 from sparkgate.sentinel import http as sentinel_http
 from sparkgate.sentinel.state import OPEN, GateState
 from tests.plugins.simproc import free_port

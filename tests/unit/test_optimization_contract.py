@@ -16,7 +16,6 @@ import pytest
 from pydantic import create_model
 
 from sparkgate import expectations as expectations_mod
-from sparkgate import model, profiles
 from sparkgate.evidence import catalog, common, logs
 from sparkgate.evidence.gather import Evidence
 from sparkgate.evidence.results import CheckResult, checked
@@ -24,6 +23,8 @@ from sparkgate.evidence.stages import Stage
 from sparkgate.evidence.verify import rechecked, run_checks, stage_of, verify
 from sparkgate.frozen import Frozen
 from sparkgate.optimizations import REGISTRY
+from sparkgate.profile import loading as profiles
+from sparkgate.profile import model
 from sparkgate.sentinel import http as sentinel_http
 from sparkgate.sentinel.service import Sentinel, SentinelConfig
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkgate import profiles
 from sparkgate.paths import profiles_dir
-from sparkgate.problems import ProfileError
+from sparkgate.profile import loading as profiles
+from sparkgate.profile.problems import ProfileError
 
 HEAD = "name: user\ndescription: test profile\nextends: [all-three]\n"
 

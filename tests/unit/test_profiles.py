@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkgate import profiles
+from sparkgate.profile import loading as profiles
 from sparkgate.sglang import flags as F
 
 SHIPPED = ["baseline", "humming", "fp8-lm-head", "humming-fp8", "mtp", "all-three", "dspark"]

@@ -11,8 +11,9 @@ import jsonschema
 import pytest
 import yaml
 
-from sparkgate import profiles, render, schema
+from sparkgate import render, schema
 from sparkgate.images import load_lock
+from sparkgate.profile import loading as profiles
 from sparkgate.sglang import flags as F
 
 SHIPPED = profiles.available_profiles()

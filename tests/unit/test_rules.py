@@ -7,8 +7,8 @@ import textwrap
 import pytest
 from pydantic import ValidationError
 
-from sparkgate import profiles
-from sparkgate.problems import ProfileError
+from sparkgate.profile import loading as profiles
+from sparkgate.profile.problems import ProfileError
 from sparkgate.sglang import env as sglang_env
 from sparkgate.sglang import flags as F
 
@@ -388,7 +388,6 @@ def test_variables_outside_sglang_still_pass_through(tmp_path):
 def test_an_image_pinning_other_sglang_facts_is_refused(tmp_path, monkeypatch):
     """The rules, checks and simulator read one set of SGLang facts; an image on another set is refused by name."""
     from sparkgate import images
-
     lock = images.load_lock()
     engine = lock.engine_images["spark-fork"]
     moved = engine.model_copy(update={"sglang_facts": engine.sglang_facts.model_copy(

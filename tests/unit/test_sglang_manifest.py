@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from sparkgate import profiles
+from sparkgate.profile import loading as profiles
 from sparkgate.sglang import parser as sglang_parser
 
 pytestmark = pytest.mark.sglang

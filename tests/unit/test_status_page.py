@@ -18,9 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkgate import profiles, render
+from sparkgate import render
 from sparkgate.evidence.gather import Evidence
 from sparkgate.evidence.results import CheckResult, Verdict, checked
+from sparkgate.profile import loading as profiles
 from sparkgate.runtime import gateway_routes as R
 from sparkgate.sentinel import http as sentinel_http
 from sparkgate.sentinel import page, service

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkgate import profiles
 from sparkgate.bench import roofline
+from sparkgate.profile import loading as profiles
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "bench" / "ling-3.0-flash-config.json"
 

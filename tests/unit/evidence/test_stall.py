@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from sparkgate import expectations as expectations_mod
-from sparkgate import profiles
 from sparkgate.evidence import catalog, stall
 from sparkgate.evidence.recheck import PeriodScrape, RecheckContext
 from sparkgate.evidence.stages import Stage
-from sparkgate.problems import ProfileError
+from sparkgate.profile import loading as profiles
+from sparkgate.profile.problems import ProfileError
 
 PERIOD_S = 5.0
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from sparkgate import expectations, profiles
+from sparkgate import expectations
 from sparkgate.evidence.logs import EngineLog
 from sparkgate.evidence.startup import judge_exited_engine
+from sparkgate.profile import loading as profiles
 from sparkgate.sglang import conformance as C
 
 

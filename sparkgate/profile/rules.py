@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from sparkgate.context import RuleContext
 from sparkgate.evidence import host_memory, stall
 from sparkgate.launch import GATE_ENV, GATE_ORIGIN, modelled_flags
-from sparkgate.model import SGLangArgs
 from sparkgate.optimizations import REGISTRY
-from sparkgate.problems import Problem
+from sparkgate.profile.context import RuleContext
+from sparkgate.profile.model import SGLangArgs
+from sparkgate.profile.problems import Problem
 from sparkgate.sglang import conformance
 from sparkgate.sglang import env as sglang_env
 from sparkgate.sglang import flags as F

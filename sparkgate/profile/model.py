@@ -10,7 +10,7 @@ from pydantic import Field, create_model, field_validator
 from sparkgate.evidence import host_memory, stall
 from sparkgate.frozen import Frozen
 from sparkgate.optimizations import REGISTRY
-from sparkgate.safe_types import ClassName, ContainerPath, GitRevision, HubRepo, ServedName
+from sparkgate.profile.safe_types import ClassName, ContainerPath, GitRevision, HubRepo, ServedName
 
 PositiveInt = Annotated[int, Field(gt=0)]
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -91,7 +91,7 @@ class Calibration(Frozen):
 
 class Watch(Frozen):
     """What the sentinel watches after admission (docs/checks/host.md, docs/checks/engine.md). The defaults are
-    values a healthy Spark meets; a profile may tighten them, never loosen them (sparkgate/rules.py)."""
+    values a healthy Spark meets; a profile may tighten them, never loosen them (sparkgate/profile/rules.py)."""
 
     min_mem_available_gib: Annotated[float, Field(gt=0, le=128)] = Field(
         host_memory.MIN_AVAILABLE_GIB, description="Host MemAvailable floor (GiB); may only be raised")

@@ -11,14 +11,14 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from sparkgate.context import RuleContext
 from sparkgate.frozen import ControlCharacters, control_characters
 from sparkgate.images import load_lock
 from sparkgate.launch import LaunchPlan, plan_launch
-from sparkgate.model import Profile
 from sparkgate.paths import profiles_dir, repo_root
-from sparkgate.problems import Problem, ProfileError, single
-from sparkgate.rules import check
+from sparkgate.profile.context import RuleContext
+from sparkgate.profile.model import Profile
+from sparkgate.profile.problems import Problem, ProfileError, single
+from sparkgate.profile.rules import check
 
 Path_ = tuple[str, ...]
 MAX_PROFILE_BYTES = 64 * 1024  # the largest shipped profile is under 2 KiB

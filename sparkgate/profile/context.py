@@ -6,12 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sparkgate.problems import Problem
+from sparkgate.profile.problems import Problem
 
 if TYPE_CHECKING:
     from sparkgate.images import EngineImage
     from sparkgate.launch import LaunchPlan
-    from sparkgate.model import Profile
+    from sparkgate.profile.model import Profile
 
 
 @dataclass(frozen=True)
