@@ -143,3 +143,26 @@ def test_compose_environment_mounts_the_checked_drafter_dir_only_for_a_dspark_re
               "SPARKGATE_MODEL_DIR=/srv/models/Ling-3.0-flash-fp4"]
     assert envs["dspark"] == [*common, "SPARKGATE_DSPARK_DIR=/srv/models/Ling-3.0-flash-dspark"]
     assert envs["all-three"] == common
+
+
+def test_a_vault_key_is_written_to_the_host_0600_never_shown_and_named_in_the_compose_environment(tmp_path):
+    (tmp_path / "bundle").mkdir()
+    (tmp_path / "bundle" / "compose.yaml").write_text("services: {}\n")
+    (tmp_path / "stage.yml").write_text(STAGE)
+    key_file = tmp_path / "root" / "secrets" / "gateway-api-key"
+    key = "sk-stage-test-0123456789abcdef"
+    release = {"bundle": str(tmp_path / "bundle"), "host_bundle": str(tmp_path / "root" / "all-three"),
+               "env_file": str(tmp_path / "all-three.env"), "dspark_drafter": None, "api_key_file": str(key_file)}
+    (tmp_path / "vars.json").write_text(json.dumps({
+        "sparkgate_stack_release": release, "sparkgate_root": str(tmp_path / "root"), "sparkgate_api_key": key,
+        "sparkgate_model_dir": "/srv/models/Ling-3.0-flash-fp4"}))
+    done = subprocess.run([ansible_tool("ansible-playbook"), "-i", "localhost,", "-c", "local", "-v",
+                           "-e", f"ansible_python_interpreter={sys.executable}", "-e", f"@{tmp_path / 'vars.json'}",
+                           str(tmp_path / "stage.yml")], capture_output=True, text=True, timeout=300,
+                          env={**ansible_env(), "ANSIBLE_ROLES_PATH": str(repo_root() / "ansible" / "roles")})
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert key not in done.stdout + done.stderr  # even at -v: the tasks that hold it run under no_log
+    assert key_file.read_text().strip() == key and (key_file.stat().st_mode & 0o777) == 0o600
+    assert (key_file.parent.stat().st_mode & 0o777) == 0o700
+    assert f"SPARKGATE_API_KEY_FILE={key_file}" in (tmp_path / "all-three.env").read_text().splitlines()
+

@@ -57,7 +57,8 @@ EMITTED_METRICS = {key: {"dense", "nextn"} for key in (
     "cuda_graph_passes", "generation_tokens", "prompt_tokens", "num_requests", "num_running_reqs", "num_queue_reqs",
     "num_used_tokens", "token_usage", "gen_throughput", "spec_accept_length", "spec_accept_rate", "spec_num_steps",
     "spec_num_draft_tokens", "is_cuda_graph", "weight_memory", "startup_time", "ttft", "itl", "e2e",
-    "spec_block_accept_length")}  # the block gauge is registered for every engine, DSpark or not
+    "spec_block_accept_length",  # the block gauge is registered for every engine, DSpark or not
+    "realtime_tokens")}  # engine.stalled's progress counter: bumped on every forward pass
 # The verify-call counter exists only where speculation runs (the spec_* gauges are always exported).
 EMITTED_METRICS["spec_verify_calls"] = {"nextn"}
 NOT_ON_CPU_METRICS: dict[str, str] = {}
