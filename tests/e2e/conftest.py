@@ -17,6 +17,7 @@ import pytest
 from sparkgate.deploy import deploy as deploy_mod
 from sparkgate.deploy import docker_cli, preflight
 from sparkgate.images import load_lock
+from tests.e2e.browser import chromium  # noqa: F401 - the headless-Chromium fixture of the page tests
 from tests.plugins.simproc import free_port  # noqa: F401 - e2e tests import it from here
 
 # Fast simulated engine: 4x real time, a 20 s (simulated) startup, re-checks every 2 s. Not faster: the gate converts

@@ -1,7 +1,11 @@
-"""Decode stalls end to end: on an admitted all-three stack, a long healthy client stream keeps the gate open
-(and no sentinel probe queues behind it), while a decode that hangs with /health still answering closes the gate
-by engine.stalled within the profile's stall_after_s plus two periods, with SGLang's counters shown; the hang
-cleared, the gate reopens only after a fresh passing verdict."""
+"""Decode stalls and the status page end to end, on one admitted all-three stack:
+
+- the page in a real browser (Debian's headless Chromium, through the gateway): the open gate and its checks;
+- a long healthy client stream keeps the gate open (and no sentinel probe queues behind it);
+- a decode that hangs with /health still answering closes the gate by engine.stalled within the profile's
+  stall_after_s plus two periods, with SGLang's counters shown, and the page names engine.stalled with what it
+  observed and expected; both renders are screenshotted into tests/artifacts/status_page/;
+- the hang cleared, the gate reopens only after a fresh passing verdict."""
 
 from __future__ import annotations
 
@@ -9,12 +13,16 @@ import itertools
 import json
 import threading
 import time
+import urllib.error
 import urllib.request
 
 import pytest
 
+from sparkgate.sentinel import page
+from tests.e2e.browser import rendered, screenshot
 from tests.e2e.conftest import E2E_PERIOD_S, E2E_SCALE
 from tests.e2e.test_deploy import wait_for
+from tests.unit.test_status_page import assert_inert, hint_after, rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
@@ -51,9 +59,46 @@ def recheck_of(verdict: dict, name: str) -> dict | None:
     return next((c for c in (verdict.get("recheck") or {}).get("checks", []) if c["name"] == name), None)
 
 
-def test_a_long_stream_keeps_the_gate_open_and_a_hung_decode_closes_it(deploy_stack, tmp_path):
+def page_shows_the_open_gate(chromium, tmp_path, url: str) -> None:
+    # Through the gateway, with the sentinel's headers intact; read-only.
+    with urllib.request.urlopen(url, timeout=10) as response:
+        headers, body = response.headers, response.read().decode()
+    assert headers["Content-Type"] == page.CONTENT_TYPE and headers["Content-Security-Policy"] == page.CSP
+    assert headers["X-Content-Type-Options"] == "nosniff" and headers["Cache-Control"] == "no-store"
+    assert_inert(body)
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(urllib.request.Request(url, data=b"{}", method="POST"), timeout=10)
+    assert refused.value.code == 405  # the gateway itself: the page is GET/HEAD only
+    tree = rendered(chromium, tmp_path, url)
+    assert tree.find(id="gate-state").text == "open" and "open" in tree.find(id="gate").attrs["class"].split()
+    assert tree.find(id="profile").text == "stall-watch"
+    shown = rows(tree)
+    for name in ("engine.health", "host.memory_headroom", "mtp.accept_length", "suite.infra", "suite.smoke"):
+        assert shown[name].find("td", class_="result").text == "passed", name
+    memory_plot = tree.find("svg", **{"data-key": "mem_available_gib"})
+    assert memory_plot.find_all("polyline") or memory_plot.find_all("circle")
+    assert memory_plot.find_all("line", class_="threshold")
+    screenshot(chromium, tmp_path, url, "status-open.png")
+
+
+def page_names_the_stall(chromium, tmp_path, url: str) -> None:
+    tree = rendered(chromium, tmp_path, url)
+    assert tree.find(id="gate-state").text == "closed" and "closed" in tree.find(id="gate").attrs["class"].split()
+    assert "engine.stalled" in tree.find(id="reason").text
+    stalled = rows(tree)["engine.stalled"]
+    assert stalled.find("td", class_="result").text == "FAILED"
+    assert '"seconds_without_a_token":' in stalled.find("td", class_="observed").text
+    assert stalled.find("td", class_="expected").text.startswith(f"< {STALL_AFTER_S:g} s")
+    assert "Restart the engine" in hint_after(stalled)
+    screenshot(chromium, tmp_path, url, "status-closed.png")
+
+
+def test_streams_stalls_and_the_status_page_on_one_stack(deploy_stack, chromium, tmp_path):
     stack = deploy_stack(tightened_profile(tmp_path))
     assert stack.result.admitted, stack.result.reason
+    # 0. A couple of re-checks, so the page's history holds more than the admission sample.
+    assert wait_for(lambda: stack.verdict()["rechecks"] >= 2, timeout=E2E_PERIOD_S * 4 + 3, interval=0.5)
+    page_shows_the_open_gate(chromium, tmp_path, stack.url + page.PATH)
 
     # 1. A healthy stream several times longer than the stall threshold and several periods long.
     outcome: dict = {}
@@ -94,6 +139,7 @@ def test_a_long_stream_keeps_the_gate_open_and_a_hung_decode_closes_it(deploy_st
     assert stalled["observed"]["seconds_without_a_token"] >= STALL_AFTER_S
     assert stack.engine_health() == 200  # /health lies, as SGLang's does
     assert wait_for(lambda: stack.get("/v1/models", timeout=5)[0] == 503, timeout=3), "gateway still admits"
+    page_names_the_stall(chromium, tmp_path, stack.url + page.PATH)
 
     # 3. The hang cleared: the silent stream finishes; the gate reopens only after a fresh full verification.
     runs_before = verdict["full_runs"]

@@ -1,8 +1,10 @@
 """The `monitoring` profile end to end: a simulated stack deployed with Prometheus (2 s scrapes, 2 s `for`), asked
 only through its HTTP API on 127.0.0.1: both targets up, the open gate and the engine's sglang:* series scraped on
 the internal network; then the simulator's runtime `memory-pressure` fault closes the gate by re-check, and
-Prometheus sees sparkgate_gate_open go to 0 and fires SparkgateGateClosed and SparkgateLowMemory. On the way, the
-host-side testinfra suite passes on the stack with its second (loopback) port."""
+Prometheus sees sparkgate_gate_open go to 0 and fires SparkgateGateClosed and SparkgateLowMemory, while the gate's
+host.memory_headroom says how much is left (read from the simulated Spark's meminfo) and the gateway refuses
+clients; relieved, the gate reopens only after a fresh passing verdict. On the way, the host-side testinfra suite
+passes on the stack with its second (loopback) port."""
 
 from __future__ import annotations
 
@@ -70,6 +72,10 @@ def test_prometheus_scrapes_the_stack_and_alerts_when_memory_pressure_closes_the
                          alert_for_s=ALERT_FOR_S)
     assert stack.result.admitted, stack.result.reason
     prometheus = Prometheus(port)
+    admitted = stack.verdict()
+    runs_before = admitted["full_runs"]
+    headroom = next(c for c in admitted["full"]["verification"]["checks"] if c["name"] == "host.memory_headroom")
+    assert headroom["passed"] and headroom["observed"]["mem_total_gib"] == pytest.approx(121.7, abs=0.1)  # the Spark's
 
     # Loopback only, and the only new port: the engine stays unpublished.
     assert [(p["container"], p["HostIp"], p["HostPort"]) for p in published(stack.project.container("prometheus"))] \
@@ -106,3 +112,18 @@ def test_prometheus_scrapes_the_stack_and_alerts_when_memory_pressure_closes_the
     fired = wait_for(lambda: expected <= prometheus.firing(), timeout=ALERT_FOR_S + SCRAPE_S * 4 + 10, interval=0.5)
     assert fired, prometheus.firing()
     assert ("SparkgateSentinelDown", "critical") not in prometheus.firing()
+
+    # What the gate itself says (the sim target's sentinel reads the simulated Spark's meminfo): how much is left,
+    # and the gateway refuses clients.
+    verdict = stack.verdict()
+    seen = [c for part in ((verdict.get("recheck") or {}).get("checks") or [],
+                           ((verdict.get("full") or {}).get("verification") or {}).get("checks") or [])
+            for c in part if c["name"] == "host.memory_headroom" and not c["passed"]]
+    assert seen and seen[0]["observed"]["mem_available_gib"] < 2.0 and "GiB left" in seen[0]["hint"], verdict["reason"]
+    assert wait_for(lambda: stack.get("/v1/models", timeout=5)[0] == 503, timeout=3), "gateway still admits"
+
+    # Relieved: the gate reopens only after a fresh passing full verification, and Prometheus sees it open.
+    stack.engine_admin("/admin/faults", {"remove": ["memory-pressure"]})
+    assert wait_for(lambda: stack.verdict()["state"] == "open", timeout=120, interval=1), stack.verdict()["reason"]
+    assert stack.verdict()["full_runs"] > runs_before, "reopened without a fresh full verification"
+    assert wait_for(lambda: prometheus.value("sparkgate_gate_open") == 1.0, timeout=SCRAPE_S * 3 + 5, interval=0.5)
