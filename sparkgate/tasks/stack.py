@@ -39,6 +39,8 @@ def _record(project: docker_cli.Project) -> dict:
 
 @sparkgate_task(
     "deploy",
+    # Long options only: with this many, invoke's automatic one-letter flags ran out (`--sim-startup` got `--=`).
+    auto_shortflags=False,
     help={
         "profile": "profile name or YAML path",
         "target": "spark (default: the DGX Spark this runs on) or sim (the simulator, where no Spark is present)",
