@@ -38,6 +38,9 @@ from sparkgate.sentinel.state import CLOSED, OPEN, VERIFYING, WAITING, GateState
 
 log = logging.getLogger("sparkgate.sentinel")
 COLD_CHECK = "answers.cold_prefill"
+# A refused engine is verified again after 1, 2, 4, then every 6 periods (30 s at the default 5 s), at once when it
+# restarts: each full verification costs the engine a calibration and the host two pytest suites.
+MAX_BACKOFF_PERIODS = 6
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,8 @@ class Sentinel:
                                          timeout=max(0.5, min(3.0, config.period_s / 3)))
         self.need_full = True
         self.ever_verified = False
+        self.refused_in_a_row = 0
+        self.next_full_at = 0.0  # monotonic time before which a refused engine is not verified again
         # One context per requested optimization: its own re-checks and their memory between periods.
         self.module_contexts = {
             key: RecheckContext(key, self.quick_client, config.period_s, self.expectations)
@@ -294,10 +299,37 @@ class Sentinel:
                 self.state.set(CLOSED, f"{COLD_CHECK} refused this engine start (its cold first request was answered "
                                        "wrong); no retry can ask it cold again: restart the engine to verify afresh")
                 return
+            if self.backing_off():
+                return
             self.need_full = not self.full_verification()
+            self._schedule_retry(passed=not self.need_full)
             return
         if not self.recheck():
             self.need_full = True
+
+    def _schedule_retry(self, passed: bool) -> None:
+        if passed:
+            self.refused_in_a_row, self.next_full_at = 0, 0.0
+            return
+        self.refused_in_a_row += 1
+        periods = min(2 ** (self.refused_in_a_row - 1), MAX_BACKOFF_PERIODS)
+        self.next_full_at = time.monotonic() + periods * self.config.period_s
+
+    def backing_off(self) -> bool:
+        """Whether a refused engine waits before its next full verification (an engine restart ends the wait)."""
+        wait = self.next_full_at - time.monotonic()
+        if wait <= 0:
+            return False
+        startup = (self._server_info() or {}).get("startup_time")
+        if startup is not None and self._redact(startup) != self.state.engine_startup_time:
+            return False  # restarted since the refusal: verify the new start at once
+        with self.state.lock:
+            last = self.state.full or {}
+        failing = [c.get("name") for c in (last.get("verification") or {}).get("checks", []) if not c.get("passed")]
+        named = ", ".join(str(name) for name in failing[:8]) or "infra or smoke suite"
+        self.state.set(CLOSED, f"the last verdict refused the engine ({named}); verifying again in {wait:.0f} s "
+                               f"({self.refused_in_a_row} refusal(s) in a row; at once if the engine restarts)")
+        return True
 
     def run_forever(self) -> None:
         serve(self.state, self.config.host, self.config.port, self.config.closed_port)
