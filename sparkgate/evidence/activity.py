@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sparkgate.evidence import metrics as metrics_mod
+from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.sglang import conformance as C
 
 PROGRESS = C.metric("realtime_tokens")
@@ -47,6 +48,15 @@ def read(samples: list) -> Activity:
     if missing:
         raise ActivityUnreadable(f"no {', '.join(missing)} in /metrics")
     return Activity(values[PROGRESS], values[RUNNING], values[QUEUED])
+
+
+def fresh(client: EngineClient) -> Activity | None:
+    """A reading of its own, outside the period's shared one (after a probe, that one is out of date); None when
+    it cannot be read."""
+    try:
+        return read(metrics_mod.parse(client.get_text("/metrics")))
+    except (EngineUnreachable, ActivityUnreadable):
+        return None
 
 
 def idle(previous: Activity | None, now: Activity) -> bool:

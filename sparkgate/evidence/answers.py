@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass, field
 
 from sparkgate.evidence import activity as activity_mod
 from sparkgate.evidence import answer_set as answer_set_mod
-from sparkgate.evidence import metrics as metrics_mod
 from sparkgate.evidence.answer_set import AnswerSet, Question
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.recheck import RecheckContext
@@ -279,21 +278,13 @@ def _agreement(answers: AnswersResult, answer_set: AnswerSet, baseline: dict, so
 # --- after admission ------------------------------------------------------------------------------------
 
 
-def _fresh_activity(client: EngineClient) -> activity_mod.Activity | None:
-    """A reading of its own (after a probe, this period's shared one is out of date)."""
-    try:
-        return activity_mod.read(metrics_mod.parse(client.get_text("/metrics")))
-    except (EngineUnreachable, activity_mod.ActivityUnreadable):
-        return None
-
-
 def start_rechecks(ctx: RecheckContext, admitted: dict | None = None) -> None:
     """Right after a full verification, with the answers of its verdict (`AnswersResult.as_dict`): the rotation
     starts afresh over the short questions that verdict answered right. One it answered wrong (a healthy engine
     may phrase one answer in a way the judge does not read) is never asked again, so the probe cannot close a
     gate the verdict opened on the very same reply."""
     texts = (admitted or {}).get("texts") or {}
-    ctx.state.update(next_index=0, previous_activity=_fresh_activity(ctx.client), last_probe_at=time.monotonic(),
+    ctx.state.update(next_index=0, previous_activity=activity_mod.fresh(ctx.client), last_probe_at=time.monotonic(),
                      skipped=0, admitted_texts=texts,
                      rotation=[q.id for q in answer_set_mod.load().questions if q.id in texts])
 
@@ -330,7 +321,7 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
     scale = float(ctx.expectations.get("time_scale") or 1.0)
     reply = ask(ctx.client, ctx.expectations["engine"]["served_model_name"], answer_set, question, scale,
                 timeout_s=max(2.0, ctx.period_s))  # a re-check finishes inside about one period
-    state.update(last_probe_at=time.monotonic(), previous_activity=_fresh_activity(ctx.client))
+    state.update(last_probe_at=time.monotonic(), previous_activity=activity_mod.fresh(ctx.client))
     observed = {**reply.shown(), "question_id": reply.id,
                 "same_text_as_admission": reply.text == state["admitted_texts"].get(reply.id)}
     if reply.timed_out:

@@ -151,17 +151,10 @@ def read_engine_counters(client: EngineClient) -> Counters | None:
         return None
 
 
-def _fresh_activity(client: EngineClient) -> activity_mod.Activity | None:
-    try:
-        return activity_mod.read(metrics_mod.parse(client.get_text("/metrics")))
-    except (EngineUnreachable, activity_mod.ActivityUnreadable):
-        return None
-
-
 def start(ctx: RecheckContext) -> None:
     """Right after a full verification: its calibration just measured acceptance, so a window starts now."""
     counters = read_engine_counters(ctx.client)
-    ctx.state.update(window_start=counters, last_probe_counters=counters, previous_activity=_fresh_activity(ctx.client),
+    ctx.state.update(window_start=counters, last_probe_counters=counters, previous_activity=activity_mod.fresh(ctx.client),
                      last_probe_at=time.monotonic())
 
 
@@ -199,7 +192,7 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
         state["last_probe_at"] = time.monotonic()
         state["last_probe_counters"] = read_engine_counters(ctx.client)
         state["window_start"] = state["last_probe_counters"] or now
-        state["previous_activity"] = _fresh_activity(ctx.client)
+        state["previous_activity"] = activity_mod.fresh(ctx.client)
     results.append(checked(
         "sentinel.accept_window", True, {"accept_length": None if accept is None else round(accept, 3),
                                          "verify_calls": calls, "collapsed": collapsed},

@@ -199,7 +199,7 @@ def test_the_probe_is_judged_against_dsparks_floor(want, monkeypatch):
     counters = mtp_recheck.Counters(tokens=1000.0, verifies=200.0)
     monkeypatch.setattr(mtp_recheck, "read_engine_counters", lambda client: counters)
     monkeypatch.setattr(mtp_recheck, "run_probe", lambda client, timeout_s: mtp_recheck.ProbeResult(2.5, 48, 19))
-    monkeypatch.setattr(mtp_recheck, "_fresh_activity", lambda client: None)  # no engine behind this context
+    monkeypatch.setattr(activity, "fresh", lambda client: None)  # no engine behind this context
     ctx = recheck_context(want)
     dspark.start_rechecks(ctx)
     ctx.state["last_probe_at"] = 0.0  # a periodic probe is due
