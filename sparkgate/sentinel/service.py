@@ -184,7 +184,13 @@ class Sentinel:
         refused the engine and stays published in `full` until the retry's replaces it, so a client polling
         between attempts never reads the refusal as gone. The reason says a retry runs, and what refused."""
         with self.state.lock:
-            last = self.state.full
+            last, recheck = self.state.full, self.state.recheck
+        # A re-check that closed the gate is the latest refusal (a full verdict clears `recheck`): name it, as the
+        # full verdict's refusal is named below, rather than reading as a first verification.
+        if isinstance(recheck, dict) and recheck.get("passed") is not True:
+            failing = [c.get("name") for c in recheck.get("checks", []) if not c.get("passed")]
+            named = ", ".join(str(name) for name in failing[:8]) or "re-check"
+            return CLOSED, f"verifying again; the last re-check refused the engine ({named}); the gate stays closed"
         if not last or last.get("passed"):
             return VERIFYING, "verifying the engine before admitting traffic"
         failing = [c.get("name") for c in (last.get("verification") or {}).get("checks", []) if not c.get("passed")]

@@ -204,6 +204,14 @@ def test_a_retry_after_a_refusal_stays_closed_and_names_what_refused(make_sentin
         "closed", "verifying again; the last verdict refused the engine (infra or smoke suite); the gate stays closed")
     sentinel.state.full = {"passed": True, "verification": {"checks": []}}  # re-verifying an admitted engine
     assert sentinel._verification_start()[0] == "verifying"
+    # A re-check closed the gate after admission: the retry names it, it does not read as a first verification.
+    sentinel.state.recheck = {"passed": False, "checks": [{"name": "host.memory_headroom", "passed": True},
+                                                          {"name": "engine.stalled", "passed": False}]}
+    state, reason = sentinel._verification_start()
+    assert state == "closed" and "the last re-check refused the engine (engine.stalled)" in reason
+    assert "host.memory_headroom" not in reason
+    sentinel.state.recheck = {"passed": True, "checks": []}
+    assert sentinel._verification_start()[0] == "verifying"
 
 
 def test_a_cold_prefill_refusal_stands_for_that_engine_start_until_it_restarts(make_sentinel):
