@@ -293,14 +293,19 @@ def _refused(options, project, url, timings, say, reason, verdict, startup_check
         say(f"REFUSED: {reason}. The engine was stopped and the gate stays closed; nothing was admitted.")
     print_verdict(verdict, say)
     full = (verdict or {}).get("full") or {}
+    failing: list[str] = []
     for check in [*(full.get("verification") or {}).get("checks", []), *(startup_checks or [])]:
         if not check["passed"]:
+            failing.append(check["name"])
             # Whole enough to show e.g. every wrongly answered question with its expected and received answer.
             say(f"  - {check['name']}: observed {json.dumps(check['observed'], default=str)[:1500]}, expected "
                 f"{json.dumps(check['expected'], default=str)[:120]}. Hint: {check['hint']}")
     say("engine log (last 25 lines):")
     for line in project.logs("engine", tail=25).splitlines():
         say(f"  | {line}")
+    # Repeated below the log tail, so the refusal is the last thing a terminal (or a CI excerpt) shows.
+    failing += [f"suite.{suite}" for suite in ("infra", "smoke") if (full.get(suite) or {}).get("passed") is False]
+    say(f"refused: {reason}" + (f" (failing: {', '.join(failing[:12])})" if failing else ""))
     say(f"inspect: invoke status --profile {options.profile}; remove: invoke down --profile {options.profile}")
     return DeployResult(False, project.name, project.compose_file.parent, url, reason, verdict, timings,
                         startup_checks=startup_checks or [])
