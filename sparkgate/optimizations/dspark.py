@@ -12,7 +12,7 @@ import dataclasses
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from sparkgate.evidence.calibration import accept_length_check
 from sparkgate.evidence.gather import Evidence, shown
@@ -84,20 +84,20 @@ RING_DECODE_BACKENDS = ("triton", "flashinfer")  # the ring's decode kernels (ar
 class Ring(Frozen):
     """The KDA spec-verify ring (`--enable-linear-replayssm-spec`, `--linear-replayssm-cache-len`)."""
 
-    enable: bool = True
-    cache_len: Annotated[int, Field(ge=1, le=65536)] = Field(
+    enable: StrictBool = True
+    cache_len: Annotated[int, Field(strict=True, ge=1, le=65536)] = Field(
         32, description="Ring length: a power of two and at least twice num_draft_tokens"
     )
 
 
 class Settings(Frozen):
-    enabled: bool = False
+    enabled: StrictBool = False
     algorithm: Literal["DSPARK"] = "DSPARK"
     draft_model_path: ContainerPath = Field(
         "/models/Ling-3.0-flash-dspark", description="Drafter directory inside the engine (mounted read-only)"
     )
-    block_size: Annotated[int, Field(ge=1, le=64)] = Field(8, description="Draft tokens per block (gamma)")
-    num_draft_tokens: Annotated[int, Field(ge=2, le=65)] = Field(9, description="Verify window: block_size + 1")
+    block_size: Annotated[int, Field(strict=True, ge=1, le=64)] = Field(8, description="Draft tokens per block (gamma)")
+    num_draft_tokens: Annotated[int, Field(strict=True, ge=2, le=65)] = Field(9, description="Verify window: block_size + 1")
     ring: Ring = Ring()
     linear_attn_decode_backend: Literal["triton", "flashinfer"] = "triton"
     drafter_repo: HubRepo = Field("inclusionAI/Ling-3.0-flash-dspark", description="Hub repository of the drafter")
@@ -105,10 +105,10 @@ class Settings(Frozen):
         "8e5d9988c9b09de13f1f7c9d999ff2bfa533a149", description="Pinned drafter commit; preflight checks the download"
     )
     drafter_architecture: ClassName = Field(DRAFT_MODEL_CLASS, description="Drafter class the engine must load")
-    min_accept_length: Annotated[float, Field(gt=1.0, le=65)] = Field(
+    min_accept_length: Annotated[float, Field(strict=True, gt=1.0, le=65)] = Field(
         3.0, description="Gate floor for the calibration accept length; a broken drafter reads 1.00"
     )
-    min_decode_tok_s: Annotated[float, Field(gt=0.0, le=1000)] = Field(
+    min_decode_tok_s: Annotated[float, Field(strict=True, gt=0.0, le=1000)] = Field(
         NEXTN_DECODE_TOK_S, description="Calibration decode floor: the all-three (NEXTN) figure; may only rise"
     )
 

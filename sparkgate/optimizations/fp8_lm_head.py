@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pydantic import StrictBool
+
 from sparkgate.evidence.gather import Evidence, shown
 from sparkgate.evidence.results import CheckResult, checked, failed
 from sparkgate.evidence.stages import Stage
@@ -42,7 +44,7 @@ FP8_WEIGHT_DTYPES = (conformance.dtype("fp8_e4m3fn"),)
 
 
 class Settings(Frozen):
-    enabled: bool = False
+    enabled: StrictBool = False
 
 
 def flags(profile: Profile) -> dict[str, object]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Literal
 
+from pydantic import StrictBool
+
 from sparkgate.evidence.gather import Evidence, shown
 from sparkgate.evidence.results import CheckResult, checked, failed
 from sparkgate.evidence.stages import Stage
@@ -44,7 +46,7 @@ OWNED_ENV = (F.HUMMING_COMPILER_ENV, F.HUMMING_CACHE_DIR_ENV)
 
 
 class Settings(Frozen):
-    enabled: bool = False
+    enabled: StrictBool = False
     compiler: Literal["nvrtc", "nvcc"] = "nvrtc"
     # Persisted (its parent directory is mounted from the host cache): kernels compile per shape.
     cache_dir: ContainerPath = "/root/.humming/cache"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from sparkgate.evidence.calibration import accept_length_check
 from sparkgate.evidence.gather import Evidence, shown
@@ -52,15 +52,15 @@ RESOLVED_ALGORITHM = conformance.string_("spec_algorithm_eagle")
 
 
 class Settings(Frozen):
-    enabled: bool = False
+    enabled: StrictBool = False
     algorithm: Literal["NEXTN"] = "NEXTN"
-    num_steps: Annotated[int, Field(ge=1, le=16)] = 3
-    eagle_topk: Annotated[int, Field(ge=1, le=16)] = 1
-    num_draft_tokens: Annotated[int, Field(ge=2, le=64)] = 4
+    num_steps: Annotated[int, Field(strict=True, ge=1, le=16)] = 3
+    eagle_topk: Annotated[int, Field(strict=True, ge=1, le=16)] = 1
+    num_draft_tokens: Annotated[int, Field(strict=True, ge=2, le=64)] = 4
     draft_model_path: ContainerPath | None = Field(
         None, description="Defaults to model.path, where the NEXTN layer ships; any other path is refused"
     )
-    min_accept_length: Annotated[float, Field(gt=1.0, le=64)] = Field(
+    min_accept_length: Annotated[float, Field(strict=True, gt=1.0, le=64)] = Field(
         2.0, description="Gate floor for the measured accept length; a broken draft reads 1.00"
     )
 

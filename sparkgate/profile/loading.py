@@ -4,6 +4,7 @@ the launch rules. Every refusal names the file and field that caused it."""
 from __future__ import annotations
 
 import codecs
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,15 @@ from sparkgate.profile.rules import check
 
 Path_ = tuple[str, ...]
 MAX_PROFILE_BYTES = 64 * 1024  # the largest shipped profile is under 2 KiB
+
+
+class _ProfileLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, reading exponent numbers as YAML 1.2 does: PyYAML (YAML 1.1) reads `1e9` as the
+    string "1e9", which the profile's numeric fields (strict: a number or nothing) would refuse as "not a number"."""
+
+
+_ProfileLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
 
 
 def display(path: Path) -> str:
@@ -158,8 +168,8 @@ def _read(path: Path) -> dict[str, Any]:
     text = _decode(shown, raw)
     _refuse_raw_control_characters(shown, text)
     try:
-        _refuse_duplicate_keys(shown, yaml.compose(text, Loader=yaml.SafeLoader))
-        data = yaml.safe_load(text)
+        _refuse_duplicate_keys(shown, yaml.compose(text, Loader=_ProfileLoader))
+        data = yaml.load(text, Loader=_ProfileLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "(file)"

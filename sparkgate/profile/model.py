@@ -5,14 +5,14 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, create_model, field_validator
+from pydantic import Field, StrictBool, create_model, field_validator
 
 from sparkgate.evidence import host_memory, stall
 from sparkgate.frozen import Frozen
 from sparkgate.optimizations import REGISTRY
 from sparkgate.profile.safe_types import ClassName, ContainerPath, GitRevision, HubRepo, ServedName
 
-PositiveInt = Annotated[int, Field(gt=0)]
+PositiveInt = Annotated[int, Field(strict=True, gt=0)]
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -37,12 +37,12 @@ class SGLangArgs(Frozen):
     Anything else goes in `extra_args`, which is checked by exactly the same rules.
     """
 
-    trust_remote_code: bool = True
+    trust_remote_code: StrictBool = True
     dtype: Literal["auto", "half", "float16", "bfloat16", "float", "float32"] = "bfloat16"
     tp_size: PositiveInt = 1
     ep_size: PositiveInt = 1
     host: str = "0.0.0.0"
-    port: Annotated[int, Field(ge=1, le=65535)] = 30000
+    port: Annotated[int, Field(strict=True, ge=1, le=65535)] = 30000
     max_running_requests: PositiveInt | None = None
     max_mamba_cache_size: PositiveInt | None = None
     chunked_prefill_size: PositiveInt | None = None
@@ -53,19 +53,19 @@ class SGLangArgs(Frozen):
     cuda_graph_max_bs_decode: PositiveInt | None = None
     cuda_graph_bs_decode: tuple[PositiveInt, ...] | None = None
     cuda_graph_backend_prefill: Literal["full", "breakable", "disabled"] | None = None
-    random_seed: int | None = None
+    random_seed: Annotated[int, Field(strict=True)] | None = None
     reasoning_parser: str | None = None
     tool_call_parser: str | None = None
     attention_backend: str | None = None
-    disable_flashinfer_autotune: bool = False
-    mem_fraction_static: Annotated[float, Field(gt=0.0, lt=1.0)] | None = None
+    disable_flashinfer_autotune: StrictBool = False
+    mem_fraction_static: Annotated[float, Field(strict=True, gt=0.0, lt=1.0)] | None = None
     fp8_gemm_backend: str | None = None
     moe_runner_backend: str | None = Field(
         None, description="MoE runner when Humming is not requested (optimizations.humming owns it otherwise)"
     )
     flashinfer_mxfp4_moe_precision: Literal["default", "bf16", "fp8"] | None = None
-    disable_shared_experts_fusion: bool = False
-    enable_fp32_lm_head: bool = Field(False, description="FP32 logits; mutually exclusive with the FP8 LM head")
+    disable_shared_experts_fusion: StrictBool = False
+    enable_fp32_lm_head: StrictBool = Field(False, description="FP32 logits; mutually exclusive with the FP8 LM head")
     extra_args: tuple[str, ...] = Field(
         (), description="SGLang flags the schema does not model; only flags on sparkgate's allow-list (docs/profiles.md)"
     )
@@ -84,20 +84,20 @@ class Calibration(Frozen):
     """Bounded functional probe the gate runs before admitting traffic."""
 
     # Upper bounds keep a verification inside minutes (docs/profiles.md "Bounds").
-    prompts: Annotated[int, Field(gt=0, le=16)] = Field(3, description="Fixed prompts sent at temperature 0")
-    max_new_tokens: Annotated[int, Field(gt=0, le=2048)] = Field(128, description="Token budget per prompt")
-    time_budget_s: Annotated[float, Field(gt=0, le=600)] = Field(10.0, description="Whole calibration must finish within this")
+    prompts: Annotated[int, Field(strict=True, gt=0, le=16)] = Field(3, description="Fixed prompts sent at temperature 0")
+    max_new_tokens: Annotated[int, Field(strict=True, gt=0, le=2048)] = Field(128, description="Token budget per prompt")
+    time_budget_s: Annotated[float, Field(strict=True, gt=0, le=600)] = Field(10.0, description="Whole calibration must finish within this")
 
 
 class Watch(Frozen):
     """What the sentinel watches after admission (docs/checks/host.md, docs/checks/engine.md). The defaults are
     values a healthy Spark meets; a profile may tighten them, never loosen them (sparkgate/profile/rules.py)."""
 
-    min_mem_available_gib: Annotated[float, Field(gt=0, le=128)] = Field(
+    min_mem_available_gib: Annotated[float, Field(strict=True, gt=0, le=128)] = Field(
         host_memory.MIN_AVAILABLE_GIB, description="Host MemAvailable floor (GiB); may only be raised")
-    max_swap_growth_mib: Annotated[float, Field(ge=0, le=65536)] = Field(
+    max_swap_growth_mib: Annotated[float, Field(strict=True, ge=0, le=65536)] = Field(
         host_memory.MAX_SWAP_GROWTH_MIB, description="Swap growth allowed since admission (MiB); may only be lowered")
-    stall_after_s: Annotated[float, Field(gt=0, le=3600)] = Field(
+    stall_after_s: Annotated[float, Field(strict=True, gt=0, le=3600)] = Field(
         stall.STALL_AFTER_S, description="Seconds of requests running with no token before the gate closes; "
         "may only be lowered")
 
@@ -105,10 +105,10 @@ class Watch(Frozen):
 class Gate(Frozen):
     """What the gate must see beyond the per-optimization evidence."""
 
-    baseline_decode_tok_s: Annotated[float, Field(gt=0, le=1000)] | None = Field(
+    baseline_decode_tok_s: Annotated[float, Field(strict=True, gt=0, le=1000)] | None = Field(
         None, description="Measured baseline decode speed on this hardware; a stacked profile slower than it is refused"
     )
-    min_decode_tok_s: Annotated[float, Field(gt=0, le=1000)] | None = Field(None, description="Absolute decode-speed floor")
+    min_decode_tok_s: Annotated[float, Field(strict=True, gt=0, le=1000)] | None = Field(None, description="Absolute decode-speed floor")
     calibration: Calibration = Calibration()
     watch: Watch = Watch()
 
@@ -117,8 +117,9 @@ class GatewaySettings(Frozen):
     """The gateway in front of the engine (templates/gateway/haproxy.cfg.j2)."""
 
     # A 256K-token prompt is about 1-2.5 MB of JSON (text, JSON-escaped text or input_ids): 16 MiB leaves room for
-    # long multi-turn chats and still refuses a body no request needs before a byte reaches the engine.
-    max_body_mib: Annotated[float, Field(gt=0, le=256)] = Field(
+    # long multi-turn chats and still refuses a body no request needs before a byte reaches the engine. At least
+    # 64 KiB: below that even a short chat is refused (a tiny float would round to a 0-byte limit).
+    max_body_mib: Annotated[float, Field(strict=True, ge=0.0625, le=256)] = Field(
         16.0, description="Largest request body the gateway passes (MiB); larger ones get 413 from the gateway")
 
 

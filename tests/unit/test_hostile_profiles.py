@@ -29,6 +29,9 @@ FIELDS = {
     "model.path": lambda v: {"model": {"path": v}},
     "model.served_name": lambda v: {"model": {"served_name": v}},
     "model.architecture": lambda v: {"model": {"architecture": v}},
+    # The Hub pin: shown in preflight's and model.pull's download command, recorded in the deploy record.
+    "model.repo": lambda v: {"model": {"repo": v}},
+    "model.revision": lambda v: {"model": {"revision": v}},
     "sglang.host": lambda v: {"sglang": {"host": v}},
     "sglang.reasoning_parser": lambda v: {"sglang": {"reasoning_parser": v}},
     "sglang.tool_call_parser": lambda v: {"sglang": {"tool_call_parser": v}},
@@ -181,3 +184,55 @@ def test_a_raw_character_yaml_would_fold_is_refused_before_yaml_reads_it(tmp_pat
     loaded, refusal = _load_or_refusal(tmp_path, field, f"a{character}b")
     assert loaded is None and _field_named(field, refusal), refusal
     assert f"U+{ord(character):04X}" in refusal and len(refusal.splitlines()) == 1
+
+
+# Numeric fields a profile may set that reach the gate's thresholds and the gateway's body limit. Each hostile
+# value is refused naming its field, or loads as a finite number inside its documented bounds, tightening only.
+NUMERIC_FIELDS = {
+    "gate.watch.min_mem_available_gib": (lambda v: {"gate": {"watch": {"min_mem_available_gib": v}}}, 4, 128),
+    "gate.watch.max_swap_growth_mib": (lambda v: {"gate": {"watch": {"max_swap_growth_mib": v}}}, 0, 256),
+    "gate.watch.stall_after_s": (lambda v: {"gate": {"watch": {"stall_after_s": v}}}, 5, 60),
+    "gateway.max_body_mib": (lambda v: {"gateway": {"max_body_mib": v}}, 0.0625, 256),
+}
+hostile_number = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True), st.integers(min_value=-(10**400), max_value=10**400),
+    st.booleans(), st.none(), st.sampled_from(["5", "1e3", "nan", "inf", "0x10", "5; rm -rf /", "", "${HOME}"]),
+    st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=1),
+)
+
+
+def _numeric_value(loaded, field: str):
+    section, *rest = field.split(".")
+    value = getattr(loaded.profile, section)
+    for part in rest:
+        value = getattr(value, part)
+    return value
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(field=st.sampled_from(sorted(NUMERIC_FIELDS)), value=hostile_number)
+def test_hostile_numbers_are_refused_or_load_inside_their_bounds(tmp_path, field, value):
+    place, low, high = NUMERIC_FIELDS[field]
+    path = tmp_path / "hostile.yaml"
+    document = {"name": "hostile", "extends": ["all-three"], "description": "hostile number", **place(value)}
+    path.write_text(yaml.safe_dump(document, allow_unicode=True))
+    try:
+        loaded = profiles.load(str(path))
+    except ProfileError as refused:
+        message = str(refused)
+        assert _field_named(field, message) and len(message.splitlines()) == 1 and "Fix:" in message, message
+        return
+    # Only a YAML number is a number: `true`, `"5"` or `.inf` are mistakes, never quietly read as 1, 5 or "no limit".
+    assert isinstance(value, (int, float)) and not isinstance(value, bool), (field, value)
+    got = _numeric_value(loaded, field)
+    assert isinstance(got, float) and not isinstance(got, bool) and low <= got <= high, (field, value, got)
+    files = render.render_files(loaded, render.RenderOptions(target="sim"))
+    expectations = json.loads(files["expectations.json"])
+    if field == "gateway.max_body_mib":
+        # The limit reaches HAProxy as one integer byte count, at least one byte.
+        limit = [line for line in files["haproxy.cfg"].splitlines() if "req.hdr_val(content-length) gt" in line]
+        assert len(limit) == 1 and limit[0].split(" gt ")[1].rstrip(" }") == str(int(got * 1024 * 1024))
+    elif field == "gate.watch.stall_after_s":
+        assert expectations["stall"] == {"after_s": got}
+    else:
+        assert expectations["host"][field.rsplit(".", 1)[1]] == got

@@ -92,6 +92,27 @@ def test_absurd_upper_values_are_refused_naming_the_field_and_the_bound(tmp_path
     assert f": {field}: Input should be less than or equal to {bound}" in message
 
 
+@pytest.mark.parametrize(("body", "field", "complaint"), [
+    # Quoted numbers, booleans for numbers and words for booleans are a typo or a template gone wrong, never
+    # read as what they might mean (pydantic's lax mode would take "5" as 5.0 and "yes" as true).
+    ("gate:\n  watch:\n    stall_after_s: \"30\"\n", "gate.watch.stall_after_s", "a valid number"),
+    ("gate:\n  watch:\n    max_swap_growth_mib: true\n", "gate.watch.max_swap_growth_mib", "a valid number"),
+    ("gateway:\n  max_body_mib: \"16\"\n", "gateway.max_body_mib", "a valid number"),
+    ("optimizations:\n  mtp:\n    num_steps: \"3\"\n", "optimizations.mtp.num_steps", "a valid integer"),
+    ("optimizations:\n  mtp:\n    num_steps: 3.0\n", "optimizations.mtp.num_steps", "a valid integer"),
+    ("optimizations:\n  humming:\n    enabled: \"yes\"\n", "optimizations.humming.enabled", "a valid boolean"),
+    ("sglang:\n  trust_remote_code: 1\n", "sglang.trust_remote_code", "a valid boolean"),
+])
+def test_a_value_of_the_wrong_yaml_type_is_refused_not_coerced(tmp_path, body, field, complaint):
+    message = refusal(write(tmp_path, HEAD + body))
+    assert f": {field}: Input should be {complaint}" in message and len(message.splitlines()) == 1, message
+
+
+def test_an_exponent_without_a_dot_reads_as_a_number_as_in_yaml_1_2(tmp_path):
+    loaded = profiles.load(str(write(tmp_path, HEAD + "gate:\n  watch:\n    stall_after_s: 3e1\n")))
+    assert loaded.profile.gate.watch.stall_after_s == 30.0
+
+
 def test_not_a_number_is_refused(tmp_path):
     message = refusal(write(tmp_path, HEAD + "gate:\n  baseline_decode_tok_s: .nan\n"))
     assert ": gate.baseline_decode_tok_s: " in message
