@@ -26,6 +26,9 @@ TRICKS = [
     ("GET", "/Server_Info"), ("POST", "/generate/../update_weights_from_disk"), ("GET", "/./server_info"),
     ("GET", "http://127.0.0.1:{port}/server_info"), ("GET", "http://127.0.0.1:{port}//v1/models"),
     ("GET", "/v1/models/../../server_info"), ("POST", "/v1/chat/completions/../../flush_cache"),
+    # Around the status page (only /sparkgate/ and /sparkgate reach the sentinel).
+    ("GET", "/sparkgate/../server_info"), ("GET", "/sparkgate/%2e%2e/server_info"), ("GET", "//sparkgate/"),
+    ("GET", "/SPARKGATE/"), ("GET", "/sparkgate/x"), ("GET", "/sparkgate/healthz"),
 ]
 WRONG_METHOD = [("GET", "/v1/chat/completions"), ("GET", "/generate"), ("DELETE", "/v1/models")]
 

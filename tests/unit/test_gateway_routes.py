@@ -24,11 +24,18 @@ ADMIN_AND_TRICKS = [
     ("GET", "/V1/models"), ("POST", "/Generate"), ("POST", "//generate"), ("POST", "/generate/"),
     ("POST", "/v1/chat/completions/"), ("POST", "/v1/chat/completions;x"), ("GET", "/sparkgate/../server_info"),
     ("GET", "/admin/stats"), ("POST", "/admin/faults"), ("GET", "/"), ("GET", ""),
+    # Around the status page: only its two exact paths reach the sentinel.
+    ("GET", "/sparkgate/x"), ("GET", "/sparkgate//"), ("GET", "/sparkgate/.."), ("GET", "/sparkgate/%2e%2e/server_info"),
+    ("GET", "/sparkgate/%2E%2E%2Fserver_info"), ("GET", "//sparkgate/"), ("GET", "/SPARKGATE/"), ("GET", "/sparkgate/ready/"),
+    ("GET", "/sparkgate/./"), ("GET", "/sparkgate%2F"), ("GET", "/sparkgate/\\..\\server_info"), ("POST", "/sparkgate/"),
+    ("PUT", "/sparkgate"), ("GET", "/sparkgate/healthz"), ("GET", "/healthz"),
 ]
 CLIENT = [
     ("POST", "/v1/chat/completions", R.ENGINE), ("POST", "/v1/completions", R.ENGINE), ("GET", "/v1/models", R.ENGINE),
     ("GET", "/v1/models/ling-v3-flash-fp4", R.ENGINE), ("POST", "/generate", R.ENGINE), ("GET", "/health", R.ENGINE),
     ("GET", "/sparkgate/ready", R.STATUS), ("GET", "/sparkgate/verdict", R.STATUS), ("GET", "/sparkgate/metrics", R.STATUS),
+    ("GET", "/sparkgate/", R.STATUS), ("HEAD", "/sparkgate/", R.STATUS), ("GET", "/sparkgate", R.STATUS),
+    ("HEAD", "/sparkgate", R.STATUS),
 ]
 WRONG_METHOD = [("GET", "/v1/chat/completions"), ("DELETE", "/v1/models"), ("GET", "/generate"), ("POST", "/health")]
 
