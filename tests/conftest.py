@@ -78,8 +78,29 @@ def pytest_testnodedown(node, error):
         _WORKER_SUMMARIES.setdefault(title, []).extend(lines)
 
 
+# Busy seconds per xdist worker and per lane (setup + call + teardown of every test it ran): the longest worker is
+# the suite's wall time, so this names what to shorten or spread.
+_WORKER_BUSY: dict[str, dict[str, float]] = {}
+
+
+def pytest_runtest_logreport(report):
+    node = getattr(report, "node", None)  # set by xdist on the controller
+    worker = getattr(getattr(node, "gateway", None), "id", None)
+    if worker is None:
+        return
+    lane = lane_scope(report.nodeid)
+    lane = lane if lane in ONE_WORKER_LANES else report.nodeid.split("/")[1] if "/" in report.nodeid else "other"
+    busy = _WORKER_BUSY.setdefault(worker, {})
+    busy[lane] = busy.get(lane, 0.0) + report.duration
+
+
 def pytest_terminal_summary(terminalreporter):
     for title, lines in _WORKER_SUMMARIES.items():
         terminalreporter.write_sep("-", title)
         for line in lines:
             terminalreporter.write_line(line)
+    if _WORKER_BUSY:
+        terminalreporter.write_sep("-", "busy seconds per worker (by directory or lane)")
+        for worker, lanes in sorted(_WORKER_BUSY.items()):
+            parts = ", ".join(f"{lane} {seconds:.0f}" for lane, seconds in sorted(lanes.items(), key=lambda x: -x[1]))
+            terminalreporter.write_line(f"{worker}: {sum(lanes.values()):.0f} s ({parts})")
