@@ -94,7 +94,7 @@ def main() -> int:
     parser.add_argument("--time-scale", type=float, default=0.1)
     args = parser.parse_args()
 
-    from sparkgate import expectations
+    from sparkgate.bundle import expectations
     from sparkgate.profile import loading as profiles
     from tests.plugins.simproc import Sim, profile_launch
 

@@ -44,7 +44,7 @@ def show(profile: str) -> None:
 
 def render_bundle(profile: str, target: str = "spark", out: str | None = None,
                   sim_time_scale: float = defaults.SIM_TIME_SCALE, dry_run: bool = False) -> None:
-    from sparkgate import render
+    from sparkgate.bundle import render
     loaded = _load(profile)
     options = render.RenderOptions(target=target, sim_time_scale=sim_time_scale)
     if dry_run:
@@ -69,12 +69,12 @@ def _sync(path: Path, text: str, check: bool, what: str, regenerate: str) -> Non
 
 
 def sync_schema(check: bool = False) -> None:
-    from sparkgate import schema
+    from sparkgate.bundle import schema
     _sync(schema.committed_schema_path(), schema.schema_text(), check, "profile schema", "invoke schema")
 
 
 def sync_top_level(check: bool = False) -> None:
-    from sparkgate import render
+    from sparkgate.bundle import render
     from sparkgate.paths import repo_root
 
     for name, text in render.top_level_files(_load(render.TOP_LEVEL_PROFILE)).items():
@@ -110,7 +110,7 @@ def verify_engine(engine_url: str, *, profile: str | None = None, expectations_f
                   admin_key_file: str | None = None, calibrate: bool = True, json_out: str | None = None) -> None:
     """Gather evidence from a running engine and print the verdict; VerdictRefused unless it passed."""
     from sparkgate import display
-    from sparkgate import expectations as expectations_mod
+    from sparkgate.bundle import expectations as expectations_mod
     from sparkgate.evidence import logs, report
     from sparkgate.evidence.verify import verify
 

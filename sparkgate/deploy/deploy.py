@@ -12,17 +12,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sparkgate import atomic, render
+from sparkgate import atomic
+from sparkgate.bundle import render
+from sparkgate.bundle.monitoring import DEFAULT_PROMETHEUS_PORT, DEFAULT_SCRAPE_INTERVAL_S
 from sparkgate.deploy import docker_cli, preflight
 from sparkgate.errors import Refusal
 from sparkgate.evidence import startup
 from sparkgate.evidence.client import fetch_json
 from sparkgate.evidence.logs import EngineLog
 from sparkgate.images import load_lock
-from sparkgate.monitoring import DEFAULT_PROMETHEUS_PORT, DEFAULT_SCRAPE_INTERVAL_S
 from sparkgate.paths import build_dir, repo_root
-from sparkgate.phases import current_phase
 from sparkgate.profile import loading as profiles
+from sparkgate.sglang.phases import current_phase
 
 SPARK_START_BUDGET_S = 20 * 60  # cold start is ~8 min; graphs + JIT can add more on a first run
 SIM_START_BUDGET_S = 5 * 60

@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkgate import render
+from sparkgate.bundle import render
 from sparkgate.deploy.deploy import SIM_START_BUDGET_S, SPARK_START_BUDGET_S
 from sparkgate.deploy.preflight import SPARK_MIN_MEM_AVAILABLE_GIB
 from sparkgate.errors import Refusal, run_cli

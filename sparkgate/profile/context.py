@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 from sparkgate.profile.problems import Problem
 
 if TYPE_CHECKING:
+    from sparkgate.bundle.launch import LaunchPlan
     from sparkgate.images import EngineImage
-    from sparkgate.launch import LaunchPlan
     from sparkgate.profile.model import Profile
 
 

@@ -12,9 +12,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from sparkgate.bundle.launch import LaunchPlan, plan_launch
 from sparkgate.frozen import ControlCharacters, control_characters
 from sparkgate.images import load_lock
-from sparkgate.launch import LaunchPlan, plan_launch
 from sparkgate.paths import profiles_dir, repo_root
 from sparkgate.profile.context import RuleContext
 from sparkgate.profile.model import Profile

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from sparkgate.bundle.launch import GATE_ENV, GATE_ORIGIN, modelled_flags
 from sparkgate.evidence import host_memory, stall
-from sparkgate.launch import GATE_ENV, GATE_ORIGIN, modelled_flags
 from sparkgate.optimizations import REGISTRY
 from sparkgate.profile.context import RuleContext
 from sparkgate.profile.model import SGLangArgs

@@ -30,11 +30,11 @@ from sparkgate.evidence.recheck import PeriodScrape, RecheckContext
 from sparkgate.evidence.results import CheckResult, Verdict, checked, failed
 from sparkgate.evidence.verify import rechecked, run_checks, verify
 from sparkgate.optimizations import REGISTRY
-from sparkgate.phases import current_phase
 from sparkgate.runtime import admin_key
 from sparkgate.sentinel import suites
 from sparkgate.sentinel.http import serve
 from sparkgate.sentinel.state import CLOSED, OPEN, VERIFYING, WAITING, GateState
+from sparkgate.sglang.phases import current_phase
 
 log = logging.getLogger("sparkgate.sentinel")
 COLD_CHECK = "answers.cold_prefill"

@@ -170,7 +170,7 @@ def check_humming_installed(pinned: str | None) -> GuardResult:
 def check_profiles_parse(image: str) -> list[GuardResult]:
     """SGLang's real parser on each profile's rendered argv.json (the argv the container runs)."""
     try:
-        from sparkgate import render
+        from sparkgate.bundle import render
         from sparkgate.profile import loading as profiles
         from sparkgate.sglang.parser import build_sglang_parser
 

@@ -165,7 +165,7 @@ def observe_in_image(tag: str, *, fork: bool, fixture: dict[str, Any], timeout: 
 def profile_flags() -> frozenset[str]:
     """Every option the rendered argv of the shipped profiles passes (whichever image they target: a flag an
     upgrade removes breaks the profile that passes it)."""
-    from sparkgate import render
+    from sparkgate.bundle import render
     from sparkgate.profile import loading as profiles
     used = set()
     for name in profiles.available_profiles():

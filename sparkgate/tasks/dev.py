@@ -46,7 +46,7 @@ def test(c, marker="", path="tests", dry_run=False, no_lint=False):
     if not no_lint and subprocess.call(lint, cwd=REPO):
         raise Exit("ruff found problems (above); `ruff check --fix .` fixes the mechanical ones", code=1)
     if "not docker" not in marker:  # the suite includes the Docker end-to-end tests: make sure their image exists
-        from sparkgate.image_build import ensure_runtime_image
+        from sparkgate.bundle.image_build import ensure_runtime_image
 
         ensure_runtime_image()
     code = subprocess.call(argv, preexec_fn=_below_the_containers)

@@ -1,4 +1,4 @@
-"""Image tasks (`invoke images.base|wheels|sim|prometheus|spark|lock`); the build logic is sparkgate.image_build.
+"""Image tasks (`invoke images.base|wheels|sim|prometheus|spark|lock`); the build logic is sparkgate.bundle.image_build.
 
 Without tasks.py the same tasks run as `python -m sparkgate.tasks.images <task>` (CI does).
 """
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from invoke import Collection, Program
 
-from sparkgate import image_build
-from sparkgate.image_build import BASE_TAG
+from sparkgate.bundle import image_build
+from sparkgate.bundle.image_build import BASE_TAG
 from sparkgate.tasks.common import sparkgate_task
 
 

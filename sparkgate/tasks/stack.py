@@ -80,11 +80,11 @@ def deploy(c, profile=None, target="spark", port=None, bind=None, api_key_file=N
         **({"scrape_interval_s": float(scrape_interval)} if scrape_interval else {}),
     )
     if target == "sim" and not dry_run:
-        from sparkgate.image_build import ensure_runtime_image
+        from sparkgate.bundle.image_build import ensure_runtime_image
 
         ensure_runtime_image()
     if monitoring and not dry_run:
-        from sparkgate.image_build import build_prometheus
+        from sparkgate.bundle.image_build import build_prometheus
 
         build_prometheus()  # only when missing: its tag pins the Debian package version
     result = deploy_mod.deploy(options, say=lambda line: print(line, flush=True))

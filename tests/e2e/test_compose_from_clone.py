@@ -18,7 +18,7 @@ import urllib.request
 
 import pytest
 
-from sparkgate.image_build import BASE_TAG
+from sparkgate.bundle.image_build import BASE_TAG
 from tests.e2e.conftest import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.compose]

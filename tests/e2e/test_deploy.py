@@ -189,7 +189,7 @@ def test_degraded_acceptance_closes_gate_then_reopens_when_healthy(deploy_stack)
 def test_gateway_never_admits_before_the_verdict(tmp_path):
     """Start the gateway first and the engine last, poll the gateway throughout: every answer before the
     sentinel's first passing verdict is a 503, and no request reaches the engine through it."""
-    from sparkgate import render
+    from sparkgate.bundle import render
     from sparkgate.deploy import docker_cli
     from sparkgate.profile import loading as profiles
     from tests.e2e.conftest import E2E_SCALE, free_port

@@ -60,7 +60,7 @@ def test_drafter_dir_defaults_to_the_deploys_and_both_roles_agree():
     host = yaml.safe_load((STACK.parent / "spark_host" / "defaults" / "main.yml").read_text())
     assert stack["sparkgate_dspark_dir"] == host["sparkgate_dspark_dir"] == \
         "{{ ansible_facts['env']['HOME'] }}/models/Ling-3.0-flash-dspark"
-    # The same directory a single-host deploy mounts by default (sparkgate/render.py).
+    # The same directory a single-host deploy mounts by default (sparkgate/bundle/render.py).
     assert profiles.load("dspark").profile.optimizations.dspark.draft_model_path.endswith("/Ling-3.0-flash-dspark")
     assert host["sparkgate_dspark_drafter"] is None  # nothing to check unless the controller says so
 

@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from sparkgate import render
+from sparkgate.bundle import render
 from sparkgate.fleet import export, release
 from sparkgate.profile import loading as profiles
 

@@ -56,7 +56,7 @@ def standalone_launch(dense_launch) -> Launch:
 
 
 def product_engine_env() -> dict[str, str]:
-    """The SGLang variables a rendered all-three bundle gives the engine (sparkgate/launch.py), minus the plugin list
+    """The SGLang variables a rendered all-three bundle gives the engine (sparkgate/bundle/launch.py), minus the plugin list
     (the lane chooses plugins) and Humming's cache paths: with them the env checks judge what stock SGLang lists."""
     from sparkgate.profile import loading as profiles
     env = profiles.load("all-three").plan.env_map()

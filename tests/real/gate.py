@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkgate import expectations as expectations_mod
+from sparkgate.bundle import expectations as expectations_mod
 from sparkgate.evidence import logs
 from sparkgate.evidence.results import CheckResult, Verdict
 from sparkgate.evidence.verify import verify

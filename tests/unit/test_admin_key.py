@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sparkgate import render
+from sparkgate.bundle import render
 from sparkgate.profile import loading as profiles
 from sparkgate.runtime import admin_key, engine_entrypoint
 from sparkgate.runtime.secret_files import SecretFileError

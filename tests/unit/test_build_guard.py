@@ -186,7 +186,7 @@ def test_unresolvable_hook_target_fails(fork, monkeypatch):
 
 def test_argv_the_parser_rejects_fails(fork, monkeypatch):
     fork({"env", "log", "share", "humming"})
-    from sparkgate import render
+    from sparkgate.bundle import render
     real = render.render_files
 
     def with_unknown_flag(loaded, options):

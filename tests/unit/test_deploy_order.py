@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkgate import render
+from sparkgate.bundle import render
 from sparkgate.deploy import deploy as deploy_mod
 from sparkgate.deploy import docker_cli, preflight
 

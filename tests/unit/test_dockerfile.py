@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sparkgate import image_build as image_tasks
+from sparkgate.bundle import image_build as image_tasks
 from sparkgate.images import load_lock
 
 REPO = Path(__file__).resolve().parents[2]

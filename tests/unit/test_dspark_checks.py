@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from sparkgate import expectations as expectations_mod
+from sparkgate.bundle import expectations as expectations_mod
 from sparkgate.evidence import activity, catalog
 from sparkgate.evidence.calibration import CalibrationResult, RequestResult
 from sparkgate.evidence.gather import Evidence

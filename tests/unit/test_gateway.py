@@ -79,7 +79,7 @@ def test_filesystem_type_picks_the_longest_mount():
 def test_rendered_bundle_never_contains_the_key(tmp_path, monkeypatch):
     """The key file exists and holds a key: nothing rendered may carry it (only the file's path, as a
     compose variable reference)."""
-    from sparkgate import render
+    from sparkgate.bundle import render
     from sparkgate.profile import loading as profiles
     key = tmp_path / "key"
     key.write_text("s3cret-never-rendered\n")

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from sparkgate import render
+from sparkgate.bundle import render
 from sparkgate.profile import loading as profiles
 from sparkgate.runtime import gateway_routes as R
 

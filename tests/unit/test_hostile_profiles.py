@@ -19,7 +19,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkgate import render
+from sparkgate.bundle import render
 from sparkgate.profile import loading as profiles
 from sparkgate.profile.problems import ProfileError
 

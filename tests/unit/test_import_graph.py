@@ -207,5 +207,5 @@ def test_the_stage_map_names_only_modules_that_exist():
 
     named = set(re.findall(r"\bsparkgate(?:\.[a-z_]+)+", sparkgate.__doc__ or ""))
     known = modules(PACKAGES)
-    assert {"sparkgate.profile.loading", "sparkgate.render", "sparkgate.sentinel", "sparkgate.runtime.gateway"} <= named
+    assert {"sparkgate.profile.loading", "sparkgate.bundle.render", "sparkgate.sentinel", "sparkgate.runtime.gateway"} <= named
     assert sorted(name for name in named if name not in known) == []

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from sparkgate import image_build, monitoring, render
+from sparkgate.bundle import image_build, monitoring, render
 from sparkgate.deploy import deploy as deploy_mod
 from sparkgate.deploy import docker_cli
 from sparkgate.images import load_lock

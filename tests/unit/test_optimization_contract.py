@@ -15,7 +15,7 @@ import types
 import pytest
 from pydantic import create_model
 
-from sparkgate import expectations as expectations_mod
+from sparkgate.bundle import expectations as expectations_mod
 from sparkgate.evidence import catalog, common, logs
 from sparkgate.evidence.gather import Evidence
 from sparkgate.evidence.results import CheckResult, checked

@@ -4,8 +4,8 @@ goes on) is not a crash, and one that is the last thing logged is noted after th
 
 from __future__ import annotations
 
-from sparkgate.phases import TRACEBACK_NOTE, current_phase
 from sparkgate.sglang import conformance as C
+from sparkgate.sglang.phases import TRACEBACK_NOTE, current_phase
 
 ARGS = "[2026-12-02 08:00:00] " + C.log_line("server_args", args="ServerArgs(model_path='/models/x')")
 LOAD = "[2026-12-02 08:00:02] " + C.log_line("load_weight_begin", avail=120.5)

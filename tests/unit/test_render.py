@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 import yaml
 
-from sparkgate import render, schema
+from sparkgate.bundle import render, schema
 from sparkgate.images import load_lock
 from sparkgate.profile import loading as profiles
 from sparkgate.sglang import flags as F

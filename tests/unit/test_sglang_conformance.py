@@ -203,12 +203,12 @@ def test_probe_literals_match_the_fixture():
         assert conformance.text("attributes", key) in Path(facts.__file__).read_text() + hooks_source, key
 
 
-CHECKER = ("sparkgate/optimizations", "sparkgate/evidence", "sparkgate/phases.py")
+CHECKER = ("sparkgate/optimizations", "sparkgate/evidence", "sparkgate/sglang/phases.py")
 
 
 def test_checker_spells_no_sglang_string_itself():
     """The checker gets SGLang's strings from the fixture: none of them appears as a string literal in
-    sparkgate/optimizations, sparkgate/evidence or sparkgate/phases.py (prose in hints may mention them)."""
+    sparkgate/optimizations, sparkgate/evidence or sparkgate/sglang/phases.py (prose in hints may mention them)."""
     root = Path(__file__).resolve().parents[2]
     fixture = conformance.fixture()
     wanted = {e["text"] for section in ("log_formats", "metrics", "classes", "dtypes", "fork_only", "hook_targets")

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkgate import render
+from sparkgate.bundle import render
 from sparkgate.evidence.gather import Evidence
 from sparkgate.evidence.results import CheckResult, Verdict, checked
 from sparkgate.profile import loading as profiles

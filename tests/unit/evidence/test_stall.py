@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkgate import expectations as expectations_mod
+from sparkgate.bundle import expectations as expectations_mod
 from sparkgate.evidence import catalog, stall
 from sparkgate.evidence.recheck import PeriodScrape, RecheckContext
 from sparkgate.evidence.stages import Stage

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkgate import expectations
+from sparkgate.bundle import expectations
 from sparkgate.evidence.logs import EngineLog
 from sparkgate.evidence.startup import judge_exited_engine
 from sparkgate.profile import loading as profiles

@@ -59,13 +59,13 @@ def test_the_scan_sees_every_import_form():
         "from sparkgate.optimizations import mtp\n"
         "import sparkgate.evidence.common\n"
         "from sparkgate.sglang import flags as F, conformance\n"
-        "def late():\n    from sparkgate.expectations import build\n"
+        "def late():\n    from sparkgate.bundle.expectations import build\n"
         "from sparkgate_sim import textgen\n"
         "from . import faults\n"
     )
     assert sparkgate_imports(source) == {
         "sparkgate.optimizations", "sparkgate.evidence.common", "sparkgate.sglang.flags", "sparkgate.sglang.conformance",
-        "sparkgate.expectations",
+        "sparkgate.bundle.expectations",
     }
 
 

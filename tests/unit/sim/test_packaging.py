@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkgate import image_build
+from sparkgate.bundle import image_build
 from sparkgate.runtime import engine_entrypoint
 
 REPO = Path(__file__).resolve().parents[3]

@@ -2,7 +2,7 @@
 engine's `sglang:*` metrics on the internal `engine` network, and evaluates sparkgate's alert rules.
 
 Everything is decided here and rendered into the bundle as two files, `prometheus.yml` and `sparkgate-rules.yml`
-(sparkgate/render.py carries them inline in compose.yaml like haproxy.cfg), YAML dumped from the data below (so
+(sparkgate/bundle/render.py carries them inline in compose.yaml like haproxy.cfg), YAML dumped from the data below (so
 PromQL's `<` stays as written). The annotations are plain text written at render time, with the profile's name
 and thresholds in them: no Go template runs in Prometheus. docs/monitoring.md explains each alert; its anchors
 are the alert names in lower case.

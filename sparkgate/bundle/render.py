@@ -1,6 +1,6 @@
 """Render a validated profile into build/<profile>/: compose.yaml, engine-env.json, argv.json,
 expectations.json, the gateway's files, the monitoring profile's prometheus.yml and sparkgate-rules.yml
-(sparkgate/monitoring.py) and manifest.json. Decisions are made here; templates only substitute.
+(sparkgate/bundle/monitoring.py) and manifest.json. Decisions are made here; templates only substitute.
 
 compose.yaml is self-contained: the files the sentinel and the gateway read under /bundle travel inside it
 as Compose `configs:` with inline `content:` (Compose >= 2.23.1), so the stack needs no bind-mounted
@@ -19,7 +19,8 @@ from pathlib import Path, PurePosixPath
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from sparkgate import atomic, defaults, expectations, monitoring
+from sparkgate import atomic, defaults
+from sparkgate.bundle import expectations, monitoring
 from sparkgate.errors import Refusal
 from sparkgate.images import load_lock
 from sparkgate.paths import build_dir, templates_dir
@@ -236,7 +237,7 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions, bundle_files:
 
 
 def prometheus_context(options: RenderOptions) -> dict:
-    """The monitoring profile's two services (templates/compose/_monitoring.yaml.j2; sparkgate/monitoring.py)."""
+    """The monitoring profile's two services (templates/compose/_monitoring.yaml.j2; sparkgate/bundle/monitoring.py)."""
     return {
         "prometheus_image": load_lock().local_images["prometheus"],
         "prometheus_build": prometheus_build() if options.build_sections else None,
