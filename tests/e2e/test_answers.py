@@ -58,12 +58,21 @@ def test_a_wrong_answer_after_admission_closes_the_gate_until_a_fresh_verdict_pa
     closed = wait_for(lambda: stack.verdict()["state"] != "open",
                       timeout=E2E_PERIOD_S * (answers.PROBE_EVERY_PERIODS + 3), interval=0.5)
     assert closed, "a wrong answer after admission did not close the gate"
-    recheck = stack.verdict()["recheck"]
+    closed_verdict = stack.verdict()
+    # The fault goes at once: the re-verification that follows within a period should meet a healthy engine.
+    stack.engine_admin("/admin/faults", {"faults": []})
+    recheck = closed_verdict["recheck"]
+    assert recheck is not None, closed_verdict["reason"]
     probe = next(c for c in recheck["checks"] if c["name"] == "sentinel.answer_probe")
     assert not probe["passed"] and probe["observed"]["expected"] != probe["observed"]["received"]
     assert wait_for(lambda: stack.get("/v1/models", timeout=5)[0] == 503, timeout=3), "gateway still admits"
 
-    stack.engine_admin("/admin/faults", {"faults": []})
-    reopened = wait_for(lambda: stack.verdict()["state"] == "open", timeout=120, interval=1)
+    reopened = wait_for(lambda: stack.verdict()["state"] == "open", timeout=60, interval=1)
+    if not reopened and "answers.cold_prefill refused this engine start" in stack.verdict()["reason"]:
+        # The re-verification began before the fault was gone: its cold question was answered wrong, and that
+        # refusal stands for this engine start by design (a warm retry cannot ask it cold again). An operator
+        # restarts the engine; the new start is verified afresh.
+        stack.project.compose("restart", "-t", "5", "engine")
+        reopened = wait_for(lambda: stack.verdict()["state"] == "open", timeout=120, interval=1)
     assert reopened, stack.verdict()["reason"]
     assert stack.verdict()["full_runs"] > runs_before, "reopened without a fresh full verification"
