@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from sparkgate.bundle import render
+from sparkgate.paths import repo_root
 from sparkgate.profile import loading as profiles
 from sparkgate.runtime import admin_key, engine_entrypoint
 from sparkgate.runtime.secret_files import SecretFileError
@@ -184,5 +185,5 @@ def test_compose_shares_the_key_volume_with_engine_rw_and_sentinel_ro_only(targe
 
 
 def test_committed_compose_carries_the_key_volume():
-    committed = (Path(render.__file__).resolve().parents[1] / "compose.yaml").read_text()
+    committed = (repo_root() / "compose.yaml").read_text()
     assert f"{render.ADMIN_KEY_VOLUME}:{admin_key.ADMIN_DIR}:ro" in committed
