@@ -22,7 +22,9 @@ def test_down_then_deploy_of_another_profile_is_admitted_at_once(deploy_stack, t
 
     name = f"{first.project.name}-next"
     options = deploy_mod.DeployOptions(
-        profile="humming", target="sim", project=name, out=tmp_path / name, port=first.port, sim_admin=True,
+        # all-three, not humming alone: Humming's simulated gain over the baseline is 3 %, which a loaded CI host
+        # can eat (engine.speed_vs_baseline refused it once); this test is about ports and names, not speed.
+        profile="all-three", target="sim", project=name, out=tmp_path / name, port=first.port, sim_admin=True,
         sim_time_scale=E2E_SCALE, sim_startup_s=E2E_STARTUP_S, recheck_period_s=E2E_PERIOD_S, budget_s=180,
     )
     lines: list[str] = []
@@ -31,7 +33,7 @@ def test_down_then_deploy_of_another_profile_is_admitted_at_once(deploy_stack, t
         assert second.admitted, "\n".join(lines)
         assert second.gateway_url == first.url
         verdict = second.verdict or {}
-        assert verdict.get("state") == "open" and verdict.get("profile") == "humming", verdict
+        assert verdict.get("state") == "open" and verdict.get("profile") == "all-three", verdict
         assert first.get("/sparkgate/ready")[0] == 200, "the same port now serves the second stack"
     finally:
         project = docker_cli.Project(name, options.out / "compose.yaml", deploy_mod.compose_env(options))
