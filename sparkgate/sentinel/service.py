@@ -43,6 +43,12 @@ COLD_CHECK = "answers.cold_prefill"
 MAX_BACKOFF_PERIODS = 6
 
 
+def _failing_names(checks: list[dict], fallback: str) -> str:
+    """The failing checks of a stored verdict, as a reason names them (at most 8), or `fallback` when none did."""
+    failing = [str(c.get("name")) for c in checks if not c.get("passed")]
+    return ", ".join(failing[:8]) or fallback
+
+
 @dataclass(frozen=True)
 class SentinelConfig:
     engine_url: str
@@ -188,13 +194,11 @@ class Sentinel:
         # A re-check that closed the gate is the latest refusal (a full verdict clears `recheck`): name it, as the
         # full verdict's refusal is named below, rather than reading as a first verification.
         if isinstance(recheck, dict) and recheck.get("passed") is not True:
-            failing = [c.get("name") for c in recheck.get("checks", []) if not c.get("passed")]
-            named = ", ".join(str(name) for name in failing[:8]) or "re-check"
+            named = _failing_names(recheck.get("checks", []), "re-check")
             return CLOSED, f"verifying again; the last re-check refused the engine ({named}); the gate stays closed"
         if not last or last.get("passed"):
             return VERIFYING, "verifying the engine before admitting traffic"
-        failing = [c.get("name") for c in (last.get("verification") or {}).get("checks", []) if not c.get("passed")]
-        named = ", ".join(str(name) for name in failing[:8]) or "infra or smoke suite"
+        named = _failing_names((last.get("verification") or {}).get("checks", []), "infra or smoke suite")
         return CLOSED, f"verifying again; the last verdict refused the engine ({named}); the gate stays closed"
 
     # --- cheap re-check ---------------------------------------------------------------------
@@ -331,8 +335,7 @@ class Sentinel:
             return False  # restarted since the refusal: verify the new start at once
         with self.state.lock:
             last = self.state.full or {}
-        failing = [c.get("name") for c in (last.get("verification") or {}).get("checks", []) if not c.get("passed")]
-        named = ", ".join(str(name) for name in failing[:8]) or "infra or smoke suite"
+        named = _failing_names((last.get("verification") or {}).get("checks", []), "infra or smoke suite")
         self.state.set(CLOSED, f"the last verdict refused the engine ({named}); verifying again in {wait:.0f} s "
                                f"({self.refused_in_a_row} refusal(s) in a row; at once if the engine restarts)")
         return True
