@@ -14,8 +14,12 @@ Two ways to ask, both streamed:
   (`spec_accept_length`, `spec_verify_ct`, ...), which every SGLang with speculative decoding and the
   simulator expose. Use it when the chat layer does not return spec details.
 
-All durations are converted to engine seconds with `time_scale` (1.0 on a Spark; the simulator runs that
-many engine seconds per wall second).
+Timing. With `generate`, every duration a run reports is the engine's own: `meta_info.first_token_latency` and
+`e2e_latency` of the final chunk (sparkgate/sglang/request_timing.py), so a busy client host cannot make the
+engine look slow; the client's stopwatch is kept beside it (`client_ttft_s`, `client_decode_s`). SGLang 0.5.23's
+streamed chat carries no engine timing (`return_meta_info` is refused with `stream`), so a `chat` run's
+durations are the client's stopwatch converted to engine seconds with `time_scale` (1.0 on a Spark, where the
+two agree; on the simulator the wall time divided by its scale). Each record says which (`timing`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from dataclasses import asdict, dataclass
 
 from sparkgate.bench import answers
 from sparkgate.bench.workloads import Item, Workload
+from sparkgate.sglang import request_timing
 
 APIS = ("chat", "generate")
 
@@ -82,6 +87,9 @@ class RequestRecord:
     output: str = ""
     error: str | None = None
     wall_started: float | None = None  # time.time() at send, for the log
+    timing: str = "client"  # where ttft_s / e2e_s / decode_s come from: "engine" (meta_info) or "client"
+    client_ttft_s: float | None = None  # the client's stopwatch, wall seconds / time_scale
+    client_decode_s: float | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -179,6 +187,7 @@ def run_one(target: Target, index: int, item: Item, sampling: Sampling, max_toke
     content: list[str] = []
     reasoning: list[str] = []
     usage_tokens = None
+    final_meta: dict | None = None
     try:
         for arrived, event in _events(target, path, body):
             if target.api == "chat":
@@ -215,6 +224,7 @@ def run_one(target: Target, index: int, item: Item, sampling: Sampling, max_toke
                     usage_tokens = int(meta.get("completion_tokens") or 0)
                     record.prompt_tokens = meta.get("prompt_tokens")
                     _spec_fields(record, meta)
+                    final_meta = meta
     except RequestFailed as exc:
         record.error = str(exc)
         return record
@@ -226,11 +236,19 @@ def run_one(target: Target, index: int, item: Item, sampling: Sampling, max_toke
         return record
     record.completion_tokens = usage_tokens
     if first is not None and last is not None:
-        record.ttft_s = (first - sent) / scale
-        record.e2e_s = (last - sent) / scale
-        record.decode_s = (last - first) / scale
-        if record.completion_tokens > 1 and record.decode_s > 0:
-            record.tpot_ms = 1000.0 * record.decode_s / (record.completion_tokens - 1)
+        record.client_ttft_s = (first - sent) / scale
+        record.client_decode_s = (last - first) / scale
+        record.ttft_s, record.e2e_s, record.decode_s = record.client_ttft_s, (last - sent) / scale, record.client_decode_s
+    if final_meta is not None:
+        try:
+            engine = request_timing.from_meta(final_meta, record.completion_tokens)
+        except request_timing.TimingMissing as exc:
+            record.error = f"{exc}; a /generate run judges speed on the engine's own timing only"
+            return record
+        record.timing = "engine"
+        record.ttft_s, record.e2e_s, record.decode_s = engine.ttft_s, engine.e2e_s, engine.decode_s
+    if record.decode_s is not None and record.completion_tokens > 1 and record.decode_s > 0:
+        record.tpot_ms = 1000.0 * record.decode_s / (record.completion_tokens - 1)
     if record.accept_length is None and record.spec_verify_ct:
         record.accept_length = record.completion_tokens / record.spec_verify_ct
     if item.expected is not None:

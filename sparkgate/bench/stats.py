@@ -55,7 +55,13 @@ def summarize(records: Sequence[dict]) -> dict:
     correct = sum(1 for r in scored if r.get("correct"))
     chunks = sum(r.get("text_chunks") or 0 for r in ok)
     tokens = sum(r.get("completion_tokens") or 0 for r in ok)
+    sources = {r.get("timing", "client") for r in ok}
+    client = [r for r in ok if r.get("client_decode_s") and r["client_decode_s"] > 0 and r.get("completion_tokens", 0) > 1]
+    client_time = sum(r["client_decode_s"] for r in client)
     return {
+        # "engine": every duration is the engine's own (meta_info); "client": the client's stopwatch.
+        "timing": sources.pop() if len(sources) == 1 else "mixed" if sources else None,
+        "client_decode_tok_s": sum(r["completion_tokens"] - 1 for r in client) / client_time if client_time > 0 else None,
         "requests": len(records),
         "completed": len(ok),
         "errors": len(records) - len(ok),

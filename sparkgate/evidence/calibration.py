@@ -1,6 +1,9 @@
 """A bounded functional probe: fixed prompts at temperature 0 through /generate (streamed), measuring
 TTFT, decode speed and SGLang's per-request speculative fields. Bounded by a token and a time budget.
 
+Every judged duration is the engine's own (sparkgate/sglang/request_timing.py): TTFT and decode time come from
+the final chunk's meta_info, so the figures do not depend on how busy the machine running the gate is.
+
 Valid for a thinking model: /generate takes raw text (no chat template, no reasoning parser), and
 `ignore_eos` makes every request decode its whole budget whether the model is inside `<think>` or not;
 tokens come from meta_info.completion_tokens, never from the text."""
@@ -13,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.results import CheckResult, checked
 from sparkgate.sglang import conformance as C
+from sparkgate.sglang import request_timing
 
 # SGLang's /generate meta_info keys (tokenizer_manager.py); the spec_* ones only when speculation ran.
 COMPLETION_TOKENS = C.string_("meta_completion_tokens")
@@ -37,9 +41,15 @@ PROMPTS = (
 class RequestResult:
     prompt_index: int
     completion_tokens: int = 0
-    ttft_s: float | None = None  # scaled to engine time
+    # The engine's own timing (meta_info first_token_latency / e2e_latency): what the speed checks judge.
+    ttft_s: float | None = None
     decode_s: float | None = None
     decode_tok_s: float | None = None
+    e2e_s: float | None = None
+    # The client's stopwatch (wall seconds from sending to the first and the last streamed chunk): shown, and
+    # judged only by engine.client_timing for gross disagreement with the engine's figures.
+    client_ttft_s: float | None = None
+    client_decode_s: float | None = None
     spec_accept_length: float | None = None
     spec_verify_ct: int | None = None
     finish_reason: str | None = None
@@ -49,19 +59,32 @@ class RequestResult:
 @dataclass
 class CalibrationResult:
     requests: list[RequestResult] = field(default_factory=list)
-    elapsed_s: float = 0.0  # engine time (wall time x time_scale)
+    elapsed_s: float = 0.0  # engine time: the sum of the requests' e2e_latency
     budget_exhausted: bool = False
+    time_scale: float = 1.0  # wall seconds per engine second (1.0 on a Spark; the simulator's scale)
 
     @property
     def completed(self) -> list[RequestResult]:
         return [r for r in self.requests if r.error is None and r.completion_tokens > 0]
 
     def decode_tok_s(self) -> float | None:
-        """Aggregate decode speed: all decode tokens over all decode time (as the published table)."""
-        done = [r for r in self.completed if r.decode_s and r.decode_s > 0]
+        """Aggregate decode speed in engine time: all decode tokens over all decode seconds the engine reported."""
+        done = [r for r in self.completed if r.decode_s and r.decode_s > 0 and r.completion_tokens > 1]
         if not done:
             return None
         return sum(r.completion_tokens - 1 for r in done) / sum(r.decode_s for r in done)
+
+    def ttft_s(self) -> float | None:
+        """Mean time to first token, engine time."""
+        done = [r.ttft_s for r in self.completed if r.ttft_s is not None]
+        return sum(done) / len(done) if done else None
+
+    def client_decode_tok_s(self) -> float | None:
+        """The same aggregate from the client's stopwatch, in engine seconds (wall / time_scale): for display."""
+        done = [r for r in self.completed if r.client_decode_s and r.client_decode_s > 0 and r.completion_tokens > 1]
+        if not done:
+            return None
+        return sum(r.completion_tokens - 1 for r in done) / (sum(r.client_decode_s for r in done) / self.time_scale)
 
     def accept_length(self) -> float | None:
         """Token-weighted: total completion tokens over total verify steps, as SGLang computes it."""
@@ -75,6 +98,9 @@ class CalibrationResult:
             "elapsed_s": round(self.elapsed_s, 3),
             "budget_exhausted": self.budget_exhausted,
             "decode_tok_s": self.decode_tok_s(),
+            "ttft_s": self.ttft_s(),
+            "client_decode_tok_s": self.client_decode_tok_s(),
+            "time_scale": self.time_scale,
             "accept_length": self.accept_length(),
             "requests": [asdict(r) for r in self.requests],
         }
@@ -83,16 +109,16 @@ class CalibrationResult:
 def run(client: EngineClient, prompts: int, max_new_tokens: int, time_budget_s: float, time_scale: float) -> CalibrationResult:
     """Send up to `prompts` fixed prompts, one at a time (batch 1), stopping when the budget is spent.
 
-    Durations are converted to engine time by `time_scale` (1.0 on real hardware; the simulator runs
-    faster than real time by that factor)."""
-    result = CalibrationResult()
-    started = time.monotonic()
+    The budget is engine time: the requests' own e2e_latency, summed. The client's clock only bounds how long
+    a single read may hang (a stalled engine), generously, so a busy host never exhausts the budget."""
+    result = CalibrationResult(time_scale=time_scale)
     for index in range(prompts):
-        if (time.monotonic() - started) * (1 / time_scale) > time_budget_s:
+        if result.elapsed_s > time_budget_s:
             result.budget_exhausted = True
             break
-        result.requests.append(_one(client, index, max_new_tokens, time_budget_s, time_scale))
-    result.elapsed_s = (time.monotonic() - started) / time_scale
+        outcome = _one(client, index, max_new_tokens, time_budget_s, time_scale)
+        result.requests.append(outcome)
+        result.elapsed_s += outcome.e2e_s or 0.0
     return result
 
 
@@ -122,16 +148,22 @@ def _one(client: EngineClient, index: int, max_new_tokens: int, budget_s: float,
         outcome.error = "stream ended without a final chunk (no finish_reason)"
         return outcome
     if first is not None and last is not None:
-        outcome.ttft_s = (first - sent) / scale
-        outcome.decode_s = (last - first) / scale
-        if outcome.decode_s > 0 and outcome.completion_tokens > 1:
-            outcome.decode_tok_s = (outcome.completion_tokens - 1) / outcome.decode_s
+        outcome.client_ttft_s = round(first - sent, 4)
+        outcome.client_decode_s = round(last - first, 4)
     if SPEC_ACCEPT_LENGTH in meta:
         outcome.spec_accept_length = float(meta[SPEC_ACCEPT_LENGTH])
     if SPEC_VERIFY_CT in meta:
         outcome.spec_verify_ct = int(meta[SPEC_VERIFY_CT])
     if outcome.completion_tokens == 0:
         outcome.error = "no completion tokens reported in meta_info"
+        return outcome
+    try:
+        timing = request_timing.from_meta(meta, outcome.completion_tokens)
+    except request_timing.TimingMissing as exc:
+        outcome.error = str(exc)  # missing evidence: the request does not count as completed
+        return outcome
+    outcome.ttft_s, outcome.e2e_s = timing.ttft_s, timing.e2e_s
+    outcome.decode_s, outcome.decode_tok_s = timing.decode_s, timing.decode_tok_s()
     return outcome
 
 

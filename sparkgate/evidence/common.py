@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sparkgate.evidence import admin_probe
 from sparkgate.evidence import metrics as metrics_mod
+from sparkgate.evidence.calibration import CalibrationResult
 from sparkgate.evidence.gather import Evidence, shown
 from sparkgate.evidence.probe_report import role_problems
 from sparkgate.evidence.results import CheckResult, checked, failed
@@ -27,10 +28,17 @@ CHECKS = {
     "engine.calibration": Stage.CALIBRATION,
     "engine.speed_floor": Stage.CALIBRATION,
     "engine.speed_vs_baseline": Stage.CALIBRATION,
+    "engine.client_timing": Stage.CALIBRATION,
     # Emitted by the sentinel's re-check itself (sentinel/service.py): restart and weight-swap detection.
     "sentinel.engine_unchanged": Stage.RECHECK_ONLY,
     "sentinel.weights_unchanged": Stage.RECHECK_ONLY,
 }
+
+# engine.client_timing: the client's stopwatch may run behind the engine's own figures (scheduling, the stream's
+# transport), but not by this much: more than 3x the engine's decode time plus 2 wall seconds is something between
+# them (an overloaded host, a proxy buffering the stream), never a slow engine (the speed checks judge that).
+CLIENT_SLOWDOWN_FACTOR = 3.0
+CLIENT_SLACK_WALL_S = 2.0
 
 CUDA_GRAPH_METRIC = C.metric("cuda_graph_passes")
 GRAPH_MODE, EAGER_MODE = C.string_("cuda_graph_mode_graph"), C.string_("cuda_graph_mode_eager")
@@ -208,12 +216,37 @@ def speed(ev: Evidence) -> list[CheckResult]:
     for name, floor, what in floors:
         results.append(checked(
             name, measured is not None and measured >= floor,
-            None if measured is None else round(measured, 2), f">= {floor} tok/s ({what})", "calibration decode tok/s",
+            None if measured is None else round(measured, 2), f">= {floor} tok/s ({what})",
+            "calibration decode tok/s, engine time (meta_info e2e_latency - first_token_latency)",
             "the stack decodes slower than it should: an optimization fell back or the draft is broken "
             "(see the failing optimization checks); with gate.baseline_decode_tok_s set, a stacked profile slower "
             "than the baseline is never admitted",
         ))
+    results.append(client_timing(cal))
     return results
+
+
+def client_timing(cal: CalibrationResult | None) -> CheckResult:
+    """The client's stopwatch against the engine's own decode time, over the completed calibration requests."""
+    pairs = [(r.client_decode_s, r.decode_s) for r in (cal.completed if cal else [])
+             if r.client_decode_s is not None and r.decode_s is not None]
+    scale = cal.time_scale if cal else 1.0
+    client_wall = sum(c for c, _ in pairs)
+    engine_wall = sum(e for _, e in pairs) * scale  # the engine's seconds as wall seconds on this target
+    limit = CLIENT_SLOWDOWN_FACTOR * engine_wall + CLIENT_SLACK_WALL_S
+    return checked(
+        "engine.client_timing", bool(pairs) and client_wall <= limit,
+        {"client_decode_wall_s": round(client_wall, 3), "engine_decode_wall_s": round(engine_wall, 3),
+         "client_decode_tok_s": None if not cal or cal.client_decode_tok_s() is None
+         else round(cal.client_decode_tok_s(), 2),
+         "engine_decode_tok_s": None if not cal or cal.decode_tok_s() is None else round(cal.decode_tok_s(), 2),
+         "requests": len(pairs)},
+        f"client decode time <= {CLIENT_SLOWDOWN_FACTOR:g} x the engine's + {CLIENT_SLACK_WALL_S:g} s",
+        "calibration: client stopwatch (first to last streamed chunk) vs meta_info engine timing",
+        "the engine says it decoded fast but the stream reached this client far later: a host or gateway problem, "
+        "not the engine (an overloaded host starving the client, a proxy buffering the stream, swap); check "
+        "`uptime`, memory pressure and what sits between the sentinel and the engine",
+    )
 
 
 def run(ev: Evidence) -> list[CheckResult]:

@@ -34,6 +34,7 @@ from sparkgate.evidence.recheck import RecheckContext
 from sparkgate.evidence.results import CheckResult, checked
 from sparkgate.evidence.stages import Stage
 from sparkgate.sglang import conformance as C
+from sparkgate.sglang import request_timing
 
 COLLAPSE_ACCEPT_LENGTH = 1.05
 MIN_VERIFY_CALLS = 50
@@ -88,28 +89,18 @@ class ProbeResult:
     completion_tokens: int
     verify_calls: int | None
     error: str | None = None
-    decode_s: float | None = None  # wall seconds from the first streamed chunk to the last
-
-
-def decode_tok_s(result: ProbeResult, time_scale: float) -> float | None:
-    """Tokens after the first over the time between the first and last chunk, in engine time (for the record:
-    the probe's speed is plotted on the status page, never judged)."""
-    if not result.decode_s or result.completion_tokens < 2:
-        return None
-    return round((result.completion_tokens - 1) / (result.decode_s / time_scale), 2)
+    decode_tok_s: float | None = None  # the engine's own figure (meta_info timing), for the record
 
 
 def run_probe(client: EngineClient, timeout_s: float) -> ProbeResult:
-    """One fixed greedy request; the accept length as SGLang counts it (tokens over verify calls)."""
+    """One fixed greedy request; the accept length as SGLang counts it (tokens over verify calls), and its decode
+    speed in the engine's own time (plotted on the status page, never judged)."""
     body = {"text": PROMPTS[0], "sampling_params": {"temperature": 0, "max_new_tokens": PROBE_TOKENS, "ignore_eos": True}}
     final: dict = {}
     started = time.monotonic()
-    first = last = None
     try:
         for _arrived, chunk in client.stream_generate(body, timeout=timeout_s):
             final = chunk
-            last = time.monotonic()
-            first = first or last
             if time.monotonic() - started > timeout_s:
                 return ProbeResult(None, 0, None, f"probe took longer than {timeout_s:.1f}s")
     except EngineUnreachable as exc:
@@ -119,13 +110,18 @@ def run_probe(client: EngineClient, timeout_s: float) -> ProbeResult:
     verifies = meta.get(SPEC_VERIFY_CT)
     if not tokens or not verifies:
         return ProbeResult(None, tokens, verifies, "the probe's meta_info has no speculative verify count")
-    return ProbeResult(tokens / int(verifies), tokens, int(verifies), decode_s=(last - first) if first else None)
+    try:
+        speed = request_timing.from_meta(meta, tokens).decode_tok_s()
+    except request_timing.TimingMissing:
+        speed = None  # the accept length is still judged; the plot simply has no point for this probe
+    return ProbeResult(tokens / int(verifies), tokens, int(verifies),
+                       decode_tok_s=None if speed is None else round(speed, 2))
 
 
-def probe_check(result: ProbeResult, floor: float, trigger: str, time_scale: float = 1.0) -> CheckResult:
+def probe_check(result: ProbeResult, floor: float, trigger: str) -> CheckResult:
     observed = {"accept_length": None if result.accept_length is None else round(result.accept_length, 3),
                 "completion_tokens": result.completion_tokens, "verify_calls": result.verify_calls,
-                "decode_tok_s": decode_tok_s(result, time_scale), "trigger": trigger, "error": result.error}
+                "decode_tok_s": result.decode_tok_s, "trigger": trigger, "error": result.error}
     return checked(
         "sentinel.accept_probe", result.accept_length is not None and result.accept_length >= floor, observed,
         f">= {floor} (greedy, fixed prompt, {PROBE_TOKENS} tokens)",
@@ -188,7 +184,7 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
         trigger = "idle after client traffic" if served else "idle, periodic"
     if trigger:
         probe = run_probe(ctx.client, timeout_s=max(1.0, ctx.period_s))
-        results.append(probe_check(probe, floor, trigger, float(ctx.expectations.get("time_scale") or 1.0)))
+        results.append(probe_check(probe, floor, trigger))
         state["last_probe_at"] = time.monotonic()
         state["last_probe_counters"] = read_engine_counters(ctx.client)
         state["window_start"] = state["last_probe_counters"] or now

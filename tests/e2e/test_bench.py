@@ -20,11 +20,11 @@ def test_bench_through_the_gateway_of_a_deployed_stack(deploy_stack, tmp_path):
         pytest.fail(f"needs Docker: {finding.detail}")
     stack = deploy_stack("all-three")
     assert stack.result.admitted, stack.result.reason
-    before = stack.engine_stats()["forwarded"].get("/v1/chat/completions", 0)
+    before = stack.engine_stats()["forwarded"].get("/generate", 0)
 
     options = bench_run.BenchOptions(profile="all-three", workload="arith", count=4, sampling="sampled",
                                      max_tokens=64, bundle=stack.result.bundle, out_root=tmp_path / "runs",
-                                     progress=False)
+                                     progress=False, api="generate")
     result = bench_run.bench(options, say=lambda _line: None)
 
     summary = runs.load(result.run_dir).summary
@@ -35,10 +35,13 @@ def test_bench_through_the_gateway_of_a_deployed_stack(deploy_stack, tmp_path):
     assert env["images"] and all(image_id.startswith("sha256:") for image_id in env["images"].values())
     assert env["gate"]["state"] == "open" and env["gate"]["engine"]["version"] == "0.5.23"
     assert env["engine"]["version"] == "0.5.23" and env["engine"]["speculative_algorithm"] == "EAGLE"
-    assert summary["results"]["completion_tokens"] == 4 * 64
-    # Engine time, not wall time: at time scale 0.25 a wall-clock reading would be 4x the simulator's configured
-    # 53.89 tok/s. The band is wide on purpose: a loaded CI host slows the simulator's wall clock (45 tok/s was
-    # seen), and this is a check of the arithmetic, not a speed claim (those come from `invoke bench`).
-    assert 53.89 * 0.6 < summary["results"]["decode_tok_s"] < 53.89 * 1.25, summary["results"]["decode_tok_s"]
-    after = stack.engine_stats()["forwarded"].get("/v1/chat/completions", 0)
+    numbers = summary["results"]
+    assert numbers["completion_tokens"] == 4 * 64
+    # Engine time, not wall time: every duration is the engine's own meta_info timing, so the simulated Spark's
+    # 53.89 tok/s (all three, arithmetic) comes back within the model's per-prompt accept jitter, however busy
+    # this host is. The client's stopwatch is recorded beside it (its figure moves with the host's load).
+    assert numbers["timing"] == "engine"
+    assert numbers["decode_tok_s"] == pytest.approx(53.89, rel=0.03), numbers["decode_tok_s"]
+    assert numbers["client_decode_tok_s"] is not None
+    after = stack.engine_stats()["forwarded"].get("/generate", 0)
     assert after - before == 4  # every request came through the gateway, one each

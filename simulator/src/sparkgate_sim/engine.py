@@ -160,6 +160,7 @@ class Engine:
         self.restarts = 0
         self._lock = threading.RLock()  # engine state and statistics
         self._batch = threading.Lock()  # batch 1: one running request at a time
+        self._slept_sim = 0.0  # sim_clock(): the simulated seconds of every sleep_sim so far
         self.epoch = 0
         # What the engine holds of the host's memory, and (SPARKGATE_SIM_HOST_MEMINFO) the meminfo file showing it.
         self.host_memory = host_memory.HostMemory(knobs.time_scale)
@@ -182,6 +183,10 @@ class Engine:
         self.running = 0
         self.finished_requests = 0
         self.forward_ct_decode = 0
+        # The engine's own clock of work: simulated seconds of prefill and decode this process has run. Every
+        # duration a request reports is computed on it, never read off the host (a busy host paces the stream's
+        # wall-clock delivery, not the engine's accounting).
+        self.busy_sim = 0.0
         # What metrics_reporter.py keeps between reports: the running count last published (stats.num_running_reqs,
         # which _maybe_log_idle_metrics compares with the empty batch), when log_stats last ran
         # (metrics_collector.last_log_time) and when the last decode report was (last_decode_stats_tic).
@@ -251,15 +256,23 @@ class Engine:
             return epoch == self.epoch
 
     def sleep_sim(self, seconds: float, epoch: int | None = None) -> None:
-        """Sleep `seconds` of simulated time; abandon the sleep if a restart supersedes `epoch`."""
+        """Sleep `seconds` of simulated time; abandon the sleep if a restart supersedes `epoch`. The engine's
+        simulated clock advances by exactly `seconds` (the host's pace only decides when the sleep ends)."""
         deadline = time.monotonic() + seconds * self.knobs.time_scale
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                with self._lock:
+                    self._slept_sim += seconds
                 return
             if epoch is not None and not self.is_current(epoch):
                 raise Restarted()
             time.sleep(min(remaining, 0.05))
+
+    def sim_clock(self) -> float:
+        """Simulated seconds this engine has spent in timed phases (startup phases and other simulated waits)."""
+        with self._lock:
+            return self._slept_sim
 
     def die(self, code: int, traceback_text: str) -> None:
         """The engine process exits (crash): the log says why, as SGLang's would."""
@@ -366,9 +379,10 @@ class Engine:
                 raise NotReady()
             epoch = self.epoch
             self.queued += 1
-        return self._queued(req, epoch, time.monotonic(), time.time())
+            busy_at_arrival = self.busy_sim
+        return self._queued(req, epoch, busy_at_arrival, time.time())
 
-    def _queued(self, req: GenRequest, epoch: int, received: float, received_wall: float) -> Iterator[Chunk]:
+    def _queued(self, req: GenRequest, epoch: int, busy_at_arrival: float, received_wall: float) -> Iterator[Chunk]:
         """Wait for the single batch slot, then run to completion, one Chunk per scheduler step."""
         with self._batch:
             with self._lock:
@@ -377,14 +391,14 @@ class Engine:
                     raise Restarted()
                 self.running = 1
             try:
-                yield from self._run(req, epoch, received, received_wall)
+                yield from self._run(req, epoch, busy_at_arrival, received_wall)
             finally:
                 with self._lock:
                     self.running = 0
                     if epoch == self.epoch:
                         self._maybe_publish_idle()  # the scheduler goes idle (unless a request is waiting)
 
-    def _run(self, req: GenRequest, epoch: int, received: float, received_wall: float) -> Iterator[Chunk]:
+    def _run(self, req: GenRequest, epoch: int, busy_at_arrival: float, received_wall: float) -> Iterator[Chunk]:
         engaged, speed = self.engaged, self.speed
         assert engaged is not None and speed is not None
         spec = engaged.draft_loaded
@@ -392,7 +406,8 @@ class Engine:
         with self._lock:
             degrade = self.board.runtime(faults.DEGRADE_AFTER)
             degraded = degrade is not None and self.finished_requests >= degrade.count()
-            queued_sim = (time.monotonic() - received) / self.knobs.time_scale
+            # Engine time, computed: the simulated work the batch slot did while this request waited for it.
+            queued_sim = self.busy_sim - busy_at_arrival
         kind = workload.classify(req.prompt_key)
         accept_length = timing.accept_length_for(
             seed, max_len=self.num_draft_tokens, broken=engaged.draft_broken, degraded=degraded,
@@ -419,6 +434,7 @@ class Engine:
         start = time.monotonic()
         sim_elapsed = ttft
         self._sleep_until(start, sim_elapsed, epoch)
+        self._advance_busy(ttft)  # work done: a request arriving during this prefill waits all of it
         code = kind == workload.CODE
         first_word, first_id = textgen.output_token(seed, 0, thinks, code, answer)
         words, ids = [first_word], [first_id]
@@ -460,6 +476,7 @@ class Engine:
             dt = speed.verify_step_s(k) if spec else speed.plain_step_s()
             sim_elapsed += dt
             self._sleep_until(start, sim_elapsed - sim_elapsed_at_anchor, epoch)
+            self._advance_busy(dt + stalled_s)
             emitted = [textgen.output_token(seed, len(words) + i, thinks, code, answer) for i in range(k)]
             new = [token for token, _ in emitted]
             ids.extend(token_id for _, token_id in emitted)
@@ -535,6 +552,10 @@ class Engine:
             if remaining <= 0:
                 return
             time.sleep(min(remaining, 0.05))
+
+    def _advance_busy(self, sim_seconds: float) -> None:
+        with self._lock:
+            self.busy_sim += sim_seconds
 
     def _usage(self, tokens: int) -> float:
         return tokens / self.token_capacity

@@ -21,7 +21,6 @@ drafter's config (spec_aux_hidden_state.py), before any weights load.
 from __future__ import annotations
 
 import os
-import time
 from typing import TYPE_CHECKING
 
 from sparkgate.sglang import conformance as C
@@ -109,10 +108,11 @@ def _run(engine: Engine, epoch: int) -> None:
     phases = engine.knobs.phase_seconds(with_draft=engaged.draft_loaded, slow=board.loaded_with(faults.SLOW_START))
     mem = _Memory()
     startup: dict = {}
-    tic_total = time.monotonic()
+    # Startup durations are read off the engine's simulated clock (the phases it slept), never off the host's.
+    tic_total = engine.sim_clock()
 
     def elapsed_since(tic: float) -> float:
-        return (time.monotonic() - tic) / engine.knobs.time_scale
+        return engine.sim_clock() - tic
 
     for name in (C.env("expose_own_env_vars"), FP8_HEAD_ENV):
         _, warning = sglang_env.read_bool(engine.env, name)
@@ -131,7 +131,7 @@ def _run(engine: Engine, epoch: int) -> None:
         _drafter_config_missing(engine)
 
     # -- target weights
-    tic = time.monotonic()
+    tic = engine.sim_clock()
     log.scheduler(C.log_line("load_weight_begin", avail=mem.avail))
     if board.loaded_with(faults.CRASH_AT_LOAD):
         engine.sleep_sim(phases["load_weights"] * 0.4, epoch)
@@ -159,7 +159,7 @@ def _run(engine: Engine, epoch: int) -> None:
         draft_class, draft_quant, draft_gb = (
             (DSPARK_DRAFT_CLASS, "", DSPARK_DRAFTER_GB) if dspark else (DRAFT_MODEL_CLASS, CHECKPOINT_QUANT, DRAFT_WEIGHTS_GB)
         )
-        tic = time.monotonic()
+        tic = engine.sim_clock()
         log.scheduler(C.log_line("load_weight_begin", avail=mem.avail))
         host_mem.ramp_to(epoch, target_gb + draft_gb, phases["load_draft_weights"])
         engine.sleep_sim(phases["load_draft_weights"], epoch)
@@ -173,7 +173,7 @@ def _run(engine: Engine, epoch: int) -> None:
     startup["load_weight"] = load_weight
 
     # -- memory pools (the KDA spec-verify ring is sized here: SGLang only fails this late)
-    tic = time.monotonic()
+    tic = engine.sim_clock()
     host_mem.ramp_to(epoch, host_memory.ENGINE_POOLS_GIB, phases["kv_cache"])
     engine.sleep_sim(phases["kv_cache"], epoch)
     ring = ring_error(engine.resolved)
@@ -203,7 +203,7 @@ def _run(engine: Engine, epoch: int) -> None:
             name, tokens_per_req, graph_gb, phase = "target verify", engine.num_draft_tokens, GRAPH_GB["target"], "target_verify"
         else:
             name, tokens_per_req, graph_gb, phase = "target decode", 1, GRAPH_GB["decode"], "decode"
-        tic = time.monotonic()
+        tic = engine.sim_clock()
         log.scheduler(C.log_line("capture_begin", name=name, graph=CUDA_GRAPH, backend=backend, tokens=tokens_per_req,
                                  avail=mem.avail))
         if engaged.humming:
@@ -221,7 +221,7 @@ def _run(engine: Engine, epoch: int) -> None:
             _dspark_draft_graph(engine, epoch, mem, phases, graph_times, backend, bs)
         elif engaged.draft_loaded:
             for kind, tokens, share in (("decode", engine.resolved["speculative_eagle_topk"], 0.5), ("extend", tokens_per_req, 0.5)):
-                tic = time.monotonic()
+                tic = engine.sim_clock()
                 log.scheduler(C.log_line(f"capture_draft_{kind}_begin", backend=backend, tokens=tokens, bs=bs,
                                          avail=mem.avail))
                 engine.sleep_sim(phases["capture_draft"] * share, epoch)
@@ -315,13 +315,13 @@ def _dspark_draft_graph(engine: Engine, epoch: int, mem: _Memory, phases: dict, 
         log.scheduler(C.log_line("dspark_proposal_eager", reason="no markov head"))
     # (SGLANG_DSPARK_FOLDED_PROPOSAL=0: the sampler is never built, so nothing is logged)
     tokens = engine.num_draft_tokens if not DSPARK_SAMPLE_FROM_ANCHOR else engine.num_draft_tokens - 1
-    tic = time.monotonic()
+    tic = engine.sim_clock()
     log.scheduler(C.log_line("capture_begin", name="draft verify", graph=CUDA_GRAPH, backend=backend, tokens=tokens,
                              avail=mem.avail))
     engine.sleep_sim(phases["capture_draft"], epoch)
     gb = GRAPH_GB["draft_decode"]
     _, after = mem.take(gb)
-    graph_times["draft_decode"] = (time.monotonic() - tic) / engine.knobs.time_scale
+    graph_times["draft_decode"] = engine.sim_clock() - tic
     log.scheduler(C.log_line("capture_end", name="draft verify", graph=CUDA_GRAPH, bs=bs,
                              elapsed=graph_times["draft_decode"], usage=gb, avail=after))
 

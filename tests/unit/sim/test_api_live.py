@@ -8,7 +8,7 @@ import time
 import pytest
 
 from sparkgate_sim import timing
-from tests.plugins.simproc import metric_total, profile_launch, speed_near
+from tests.plugins.simproc import decode_speed, metric_total, profile_launch
 
 PROMPT = "Question: Tom has three times as many marbles as Ann. Together they have 48. How many has Tom?"
 
@@ -117,7 +117,7 @@ def test_routes_and_switches(start_sim):
 def test_stock_image_ignores_the_fp8_variable(start_profile):
     sim = start_profile("all-three", {"SPARKGATE_SIM_IMAGE": "stock"}, scale=0.04)
     healthy_no_fp8 = timing.SpeedModel(humming=True, fp8_lm_head=False, speculative=True, cuda_graph=True)
-    speed, meta = speed_near(sim, PROMPT, 120, healthy_no_fp8.decode_tok_s(), 0.05)
+    speed, meta = decode_speed(sim, PROMPT, 120)
     state = sim.server_info()["internal_states"][0]
     assert "SGLANG_ENABLE_FP8_LM_HEAD" not in state["env_vars"]
     assert "SGLANG_PLUGINS" in state["env_vars"]
@@ -177,7 +177,8 @@ def test_admin_faults_stats_and_restart(start_profile):
     assert sim.get("/health").status == 503
     sim.wait_ready()
     assert sim.engagement()["lm_head_sharing"]["module_shared"] is False
-    assert sim.server_info()["startup_time"] != before
+    # A fresh start with the same phases: its durations are computed on the engine's clock, so they read the same.
+    assert sim.server_info()["startup_time"] == before
     assert sim.get("/admin/stats").json()["restarts"] == 1
     assert sim.log().count("The server is fired up and ready to roll!") == 2
 
@@ -235,3 +236,25 @@ def test_chat_returns_spec_tokens_details_when_asked(start_profile):
     assert len(carrying) == 1 and events[carrying[0]]["choices"] == [] and events[carrying[0]]["usage"] is None
     assert events[carrying[0] - 1]["choices"][0]["finish_reason"] is not None
     assert events[carrying[0]]["sglext"]["spec_tokens_details"] == details
+
+
+def test_reported_durations_are_the_engine_clock_not_the_hosts(start_profile):
+    """Every duration the engine reports is computed by its timing model: the same figures whatever the host's
+    pace, and the same figures again for the same request. The stream's wall-clock delivery only ever lags the
+    scaled engine time (sleeps end late on a busy host, never early)."""
+    scale = 0.05
+    sim = start_profile("baseline", scale=scale)
+    body = {"text": PROMPT, "sampling_params": {"max_new_tokens": 40, "temperature": 0}}
+    runs = []
+    for _ in range(2):
+        events = [(t, e) for t, e in sim.stream("/generate", body) if e != "[DONE]"]
+        runs.append((events[-1][1]["meta_info"], events[-1][0] - events[0][0]))
+    model = timing.SpeedModel(humming=False, fp8_lm_head=False, speculative=False, cuda_graph=True)
+    for meta, client_wall in runs:
+        assert meta["first_token_latency"] == pytest.approx(timing.ttft_s(meta["prompt_tokens"]), abs=1e-9)
+        decode = meta["e2e_latency"] - meta["first_token_latency"]
+        assert decode == pytest.approx(39 * model.plain_step_s(), rel=1e-9)
+        assert meta["decode_throughput"] == pytest.approx(model.plain_tok_s(), rel=1e-9)
+        assert meta["queue_time"] == 0.0  # nothing ran before it: no simulated work to wait for
+        assert client_wall >= 0.95 * decode * scale
+    assert runs[0][0]["e2e_latency"] == runs[1][0]["e2e_latency"]

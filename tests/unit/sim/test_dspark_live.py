@@ -10,7 +10,7 @@ import re
 import pytest
 
 from sparkgate_sim import faults, textgen, timing, workload
-from tests.plugins.simproc import decode_speed, metric_total, profile_launch, speed_near
+from tests.plugins.simproc import decode_speed, metric_total, profile_launch
 
 DSPARK_FLAGS = [
     "--speculative-algorithm", "DSPARK", "--speculative-draft-model-path", "/models/Ling-3.0-flash-dspark",
@@ -61,7 +61,7 @@ def start_dspark(start_sim):
 
 def test_a_healthy_dspark_engine(start_dspark):
     sim = start_dspark(scale=SPEED_SCALE)
-    speed, _ = speed_near(sim, ARITH, 240, rate(workload.ARITH), 0.05)
+    speed, _ = decode_speed(sim, ARITH, 240)
     assert speed == pytest.approx(rate(workload.ARITH), rel=0.05)
     before = sim.metrics()
     meta = sim.post("/generate", {"text": ARITH, "sampling_params": {"max_new_tokens": 200, "temperature": 0}}).json()["meta_info"]
@@ -112,7 +112,7 @@ def test_code_favours_dspark_and_prose_nextn_through_http(start_dspark, start_pr
         model = timing.SpeedModel(True, True, True, True, dspark=is_dspark)
         for kind, prompt in ((workload.CODE, CODE), (workload.PROSE, PROSE)):
             want = model.decode_tok_s(timing.nominal_accept_length(is_dspark, kind))
-            measured[name, kind] = speed_near(sim, prompt, 240, want, 0.05)[0]
+            measured[name, kind] = decode_speed(sim, prompt, 240)[0]
             assert measured[name, kind] == pytest.approx(want, rel=0.05), (name, kind)
     answer = dspark.post("/generate", {"text": CODE, "sampling_params": {"max_new_tokens": 30, "temperature": 0}}).json()
     assert set(answer["text"].split()) <= set(textgen.CODE_VOCAB)  # code is answered in code tokens
@@ -147,7 +147,7 @@ def test_the_sps_record_switch_adds_dspark_info_records(start_dspark):
 
 def test_draft_graph_disabled(start_dspark):
     sim = start_dspark({"SPARKGATE_SIM_FAULTS": faults.DSPARK_DRAFT_GRAPH_DISABLED}, scale=SPEED_SCALE)
-    speed, _ = speed_near(sim, ARITH, 240, rate(workload.ARITH, dspark_draft_graph=False), 0.05)
+    speed, _ = decode_speed(sim, ARITH, 240)
     assert speed == pytest.approx(rate(workload.ARITH, dspark_draft_graph=False), rel=0.05)
     assert speed < rate(workload.ARITH) * 0.92  # an eager drafter loses most of DSpark's edge
     log = sim.log()
@@ -165,7 +165,7 @@ def test_draft_graph_disabled(start_dspark):
 
 def test_proposal_kept_eager(start_dspark):
     sim = start_dspark({"SPARKGATE_SIM_FAULTS": faults.DSPARK_PROPOSAL_EAGER}, scale=SPEED_SCALE)
-    speed, _ = speed_near(sim, ARITH, 240, rate(workload.ARITH, dspark_proposal_folded=False), 0.05)
+    speed, _ = decode_speed(sim, ARITH, 240)
     assert speed == pytest.approx(rate(workload.ARITH, dspark_proposal_folded=False), rel=0.05)
     log = sim.log()
     assert "DSpark draft proposal kept eager (reason=no markov head)." in log
@@ -256,7 +256,7 @@ def test_the_admin_endpoint_knows_the_dspark_faults(start_dspark):
 def test_a_proposal_kept_out_of_the_graph_by_env_is_silent_but_slower(start_dspark):
     # SGLANG_DSPARK_FOLDED_PROPOSAL=0: SGLang never builds the sampler, so it logs neither line.
     sim = start_dspark({"SGLANG_DSPARK_FOLDED_PROPOSAL": "0"}, scale=SPEED_SCALE)
-    speed, _ = speed_near(sim, ARITH, 240, rate(workload.ARITH, dspark_proposal_folded=False), 0.05)
+    speed, _ = decode_speed(sim, ARITH, 240)
     assert speed == pytest.approx(rate(workload.ARITH, dspark_proposal_folded=False), rel=0.05)
     log = sim.log()
     assert "DSpark draft proposal" not in log and DRAFT_CAPTURE in log

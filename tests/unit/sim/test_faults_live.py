@@ -8,7 +8,7 @@ import time
 import pytest
 
 from sparkgate_sim import faults, timing
-from tests.plugins.simproc import decode_speed, metric_total, speed_near
+from tests.plugins.simproc import decode_speed, metric_total
 
 PROMPT = "Question: A train travels 180 km in 2.5 hours. How far in 4 hours?"
 SPEED_SCALE = 0.04
@@ -27,7 +27,7 @@ def assert_no_giveaway(sim, *surfaces: str) -> None:
 
 def test_fp8_env_ignored_keeps_the_head_bf16(start_profile):
     sim = start_profile("all-three", {"SPARKGATE_SIM_FAULTS": faults.FP8_ENV_IGNORED}, scale=SPEED_SCALE)
-    speed, meta = speed_near(sim, PROMPT, 160, _model(True, False, True), 0.05)
+    speed, meta = decode_speed(sim, PROMPT, 160)
     info = sim.server_info()
     state = info["internal_states"][0]
     head = state["engagement"]["target"]["lm_head"]
@@ -43,7 +43,7 @@ def test_fp8_env_ignored_keeps_the_head_bf16(start_profile):
 
 def test_draft_lm_head_unshared_with_fp8_head_is_the_trap(start_profile):
     sim = start_profile("all-three", {"SPARKGATE_SIM_FAULTS": faults.DRAFT_LM_HEAD_UNSHARED}, scale=SPEED_SCALE)
-    speed, meta = speed_near(sim, PROMPT, 120, 24.0, 0.05)
+    speed, meta = decode_speed(sim, PROMPT, 120)
     assert meta["spec_accept_length"] == pytest.approx(1.0, abs=0.02)  # the prefill token counts too
     assert meta["spec_num_correct_drafts"] == 0 and meta["spec_accept_rate"] == 0
     assert speed == pytest.approx(24.0, rel=0.05)
@@ -70,7 +70,7 @@ def test_draft_lm_head_unshared_is_harmless_with_a_bf16_head(start_profile):
 
 def test_humming_fallback_runs_triton_but_still_says_humming(start_profile):
     sim = start_profile("all-three", {"SPARKGATE_SIM_FAULTS": faults.HUMMING_FALLBACK}, scale=SPEED_SCALE)
-    speed, _ = speed_near(sim, PROMPT, 160, _model(False, True, True), 0.05)
+    speed, _ = decode_speed(sim, PROMPT, 160)
     info = sim.server_info()
     assert info["moe_runner_backend"] == "humming"
     assert info["speculative_moe_runner_backend"] == "humming"
@@ -86,7 +86,7 @@ def test_humming_fallback_runs_triton_but_still_says_humming(start_profile):
 
 def test_mtp_draft_missing_turns_speculation_off_silently(start_profile):
     sim = start_profile("all-three", {"SPARKGATE_SIM_FAULTS": faults.MTP_DRAFT_MISSING}, scale=SPEED_SCALE)
-    speed, meta = speed_near(sim, PROMPT, 160, 41.0, 0.05)
+    speed, meta = decode_speed(sim, PROMPT, 160)
     assert not any(k.startswith("spec_") for k in meta)
     info = sim.server_info()
     assert info["speculative_algorithm"] == "EAGLE"  # config echo unchanged
@@ -104,7 +104,7 @@ def test_mtp_draft_missing_turns_speculation_off_silently(start_profile):
 
 def test_cuda_graph_off(start_profile):
     sim = start_profile("baseline", {"SPARKGATE_SIM_FAULTS": faults.CUDA_GRAPH_OFF}, scale=SPEED_SCALE * 1.5)
-    speed, _ = speed_near(sim, PROMPT, 90, 37.81 * 0.45, 0.05)
+    speed, _ = decode_speed(sim, PROMPT, 90)
     log = sim.log()
     assert "CUDA graph begin" not in log and "CUDA graph end" not in log
     decode_lines = [l for l in log.splitlines() if "Decode batch" in l]
@@ -186,7 +186,7 @@ def test_crash_after_ready_after_simulated_seconds(start_profile):
 def test_degrade_after_n_requests(start_profile):
     sim = start_profile("all-three", {"SPARKGATE_SIM_FAULTS": f"{faults.DEGRADE_AFTER}:2"}, scale=SPEED_SCALE)
     accepts = [decode_speed(sim, f"{PROMPT} #{i}", 100)[1]["spec_accept_length"] for i in range(2)]
-    speed, meta = speed_near(sim, PROMPT, 100, _model(True, True, True, accept=1.2), 0.06)
+    speed, meta = decode_speed(sim, PROMPT, 100)
     assert all(a > 2.4 for a in accepts)
     assert meta["spec_accept_length"] == pytest.approx(1.2, abs=0.05)
     assert speed == pytest.approx(_model(True, True, True, accept=1.2), rel=0.06)
