@@ -17,12 +17,12 @@ from tests.conftest import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e, pytest.mark.usefixtures("isolated_bench")]
 
-# 12 prompts of each workload, 512 tokens each, at 10x (not the suite's 50x): a prose request lasts ~1.1 wall
-# seconds, so the few wall milliseconds of stream jitter and host load per request stay far below the 3.6 % prose
-# difference (at 50x a loaded host could blur it), and 12 pairs carry a paired test of that size well below 0.05.
-# A run takes ~15 wall seconds.
-ITEMS, MAX_TOKENS = 12, 512
-TIME_SCALE = 0.1
+# 8 prompts of each workload, 256 tokens each, through `/generate`: every speed is the engine's own meta_info
+# timing, which the simulator computes from its timing model, so the 3.6 % prose difference is measured exactly
+# (up to the model's per-prompt accept jitter) at any time scale and on any host load; 8 pairs carry a paired
+# test of that size well below 0.05.
+ITEMS, MAX_TOKENS = 8, 256
+TIME_SCALE = 0.05
 ALPHA = 0.05
 
 
@@ -30,7 +30,7 @@ def bench_then_stop(deploy_stack, profile: str, root) -> list[dict]:
     stack = deploy_stack(profile, sim_time_scale=TIME_SCALE)
     assert stack.result.admitted, stack.result.reason
     options = bench_run.BenchOptions(profile=profile, limit=ITEMS, max_tokens=MAX_TOKENS, bundle=stack.result.bundle,
-                                     out_root=root, progress=False)
+                                     out_root=root, progress=False, api="generate")
     results = bench_run.bench_each(options, workloads.expand("code,prose"), say=print)
     # one stack at a time, as on a Spark that holds one model
     stack.project.compose("down", "--remove-orphans", "--volumes", "-t", "3", check=False)
@@ -58,11 +58,6 @@ def measure_and_compare(deploy_stack, root, out) -> tuple[subprocess.CompletedPr
 def test_compare_recommends_dspark_for_code_and_all_three_for_prose(deploy_stack, tmp_path):
     root = tmp_path / "runs"
     done, data = measure_and_compare(deploy_stack, root, tmp_path / "compare")
-    if data["recommendations"] != EXPECTED:
-        # The two profiles are measured one after the other; a CI host loaded differently in the two windows can
-        # blur the 3.6 % prose gap. Measured once more (compare pairs the newest runs), like the speed benches.
-        print(f"re-measuring both profiles: {data['recommendations']}")
-        done, data = measure_and_compare(deploy_stack, root, tmp_path / "compare-again")
     assert data["recommendations"] == EXPECTED, data["recommendations"]
     code, prose = data["workloads"]["code"], data["workloads"]["prose"]
     for workload in (code, prose):
@@ -74,7 +69,7 @@ def test_compare_recommends_dspark_for_code_and_all_three_for_prose(deploy_stack
                for who in ("all-three", "dspark")}
     for (name, who), want in {("code", "all-three"): 55.2, ("code", "dspark"): 68.4,
                               ("prose", "all-three"): 45.0, ("prose", "dspark"): 43.4}.items():
-        assert results[name, who]["decode_tok_s"] == pytest.approx(want, rel=0.08), (name, who)
+        assert results[name, who]["decode_tok_s"] == pytest.approx(want, rel=0.03), (name, who)
     # the drafter accepts far longer blocks on code than on prose, and longer than NEXTN on both
     assert results["code", "dspark"]["accept_length"] > results["prose", "dspark"]["accept_length"]
     assert results["prose", "dspark"]["accept_length"] > results["prose", "all-three"]["accept_length"]

@@ -1,10 +1,11 @@
-"""The harness against a simulator subprocess (25x faster than real time): its numbers must reproduce the
+"""The harness against a simulator subprocess (20x faster than real time): its numbers must reproduce the
 simulator's configured speed and accept length, and the broken-draft fault must show up as a regression.
 
-Tolerances: decode speed within 5 % (per-prompt accept jitter of +-0.05, whole-token verify steps, and
-sleep granularity of a busy 2-core machine; a measurement that is off is repeated up to twice, as the
-simulator's own speed tests do: a simulator at the wrong pace is off every time). Accept length within
-0.10: SGLang's definition counts the first token too, so 96 tokens in 35.4 verify steps read 2.71.
+Tolerances: through `/generate` every duration is the engine's own meta_info timing, which the simulator
+computes, so decode speed is the configured figure up to the per-prompt accept jitter (+-0.05 on the accept
+length: about 1 %), whatever the host's load; no re-measuring. Accept length within 0.10: SGLang's definition
+counts the first token too, so 96 tokens in 35.4 verify steps read 2.71. A chat run has only the client's
+stopwatch (SGLang's streamed chat carries no engine timing): its figure is bounded, not matched.
 """
 
 from __future__ import annotations
@@ -14,38 +15,31 @@ import pytest
 from sparkgate.bench import floor, report, runs
 from sparkgate.bench import run as bench_run
 
-# 10x real time: long enough decode windows that a loaded host's delay of a chunk (the other lanes run beside this
-# one) stays inside the speed tolerance; at 25x it did not.
-SCALE = 0.1
+SCALE = 0.05
 FAST_START = {"SPARKGATE_SIM_STARTUP_S": "4"}
-SPEED_TOLERANCE = 0.05
+SPEED_TOLERANCE = 0.03
 ACCEPT_TOLERANCE = 0.10
 ITEMS, MAX_TOKENS = 6, 96
 
 WANT = {"baseline": (37.81, None), "humming-fp8": (41.0, None), "all-three": (53.89, 2.68)}
 
 
-def bench(sim, name, tmp_path, *, api="generate", items=ITEMS, want=None, attempts=3, **extra):
-    result = None
-    for _ in range(attempts):
-        options = bench_run.BenchOptions(
-            profile=name, workload="arith", count=items, sampling="greedy", api=api, max_tokens=MAX_TOKENS,
-            url=sim.base_url, time_scale=SCALE, target="sim", out_root=tmp_path / "runs", progress=False, **extra,
-        )
-        result = bench_run.bench(options, say=lambda _line: None)
-        speed = result.summary["results"]["decode_tok_s"]
-        if want is None or abs(speed - want) <= SPEED_TOLERANCE * want:
-            break
-    return result
+def bench(sim, name, tmp_path, *, api="generate", items=ITEMS, **extra):
+    options = bench_run.BenchOptions(
+        profile=name, workload="arith", count=items, sampling="greedy", api=api, max_tokens=MAX_TOKENS,
+        url=sim.base_url, time_scale=SCALE, target="sim", out_root=tmp_path / "runs", progress=False, **extra,
+    )
+    return bench_run.bench(options, say=lambda _line: None)
 
 
 @pytest.mark.parametrize("name", list(WANT))
 def test_reproduces_configured_speed_and_accept_length(start_profile, tmp_path, name):
     tok_s, accept = WANT[name]
     sim = start_profile(name, FAST_START, scale=SCALE)
-    result = bench(sim, name, tmp_path, want=tok_s)
+    result = bench(sim, name, tmp_path)
     numbers = result.summary["results"]
     assert (numbers["completed"], numbers["errors"]) == (ITEMS, 0)
+    assert numbers["timing"] == "engine" and numbers["client_decode_tok_s"] is not None
     assert numbers["decode_tok_s"] == pytest.approx(tok_s, rel=SPEED_TOLERANCE)
     assert numbers["tpot_ms"] == pytest.approx(1000 / tok_s, rel=SPEED_TOLERANCE)
     assert numbers["completion_tokens"] == ITEMS * MAX_TOKENS  # from meta_info, never from chunks
@@ -68,11 +62,12 @@ def test_chat_api_counts_usage_tokens_not_chunks(start_profile, tmp_path):
     sim = start_profile("all-three", FAST_START, scale=SCALE)
     bad_config = tmp_path / "config.json"
     bad_config.write_text("{")
-    result = bench(sim, "all-three", tmp_path, api="chat", items=4, want=53.89, config=bad_config)
+    result = bench(sim, "all-three", tmp_path, api="chat", items=4, config=bad_config)
     assert "cannot read" in result.summary["roofline"]["error"]  # the measured run is kept all the same
     numbers = result.summary["results"]
     assert numbers["completion_tokens"] == 4 * MAX_TOKENS  # usage.completion_tokens
-    assert numbers["decode_tok_s"] == pytest.approx(53.89, rel=SPEED_TOLERANCE)
+    # the client's stopwatch (wall / scale): sleeps end late on a busy host, never early, so it never reads faster
+    assert numbers["timing"] == "client" and 0 < numbers["decode_tok_s"] <= 53.89 * 1.1
     # one chunk per verify step: counting chunks would report ~2.6x fewer tokens
     assert numbers["tokens_per_chunk"] == pytest.approx(2.68, abs=0.15)
     # accept length from SGLang's sglext.spec_tokens_details on the final chunk (asked for by the harness)
@@ -83,14 +78,14 @@ def test_chat_api_counts_usage_tokens_not_chunks(start_profile, tmp_path):
 
 def test_broken_draft_is_slower_than_baseline_and_flagged(start_profile, tmp_path):
     base_sim = start_profile("baseline", FAST_START, scale=SCALE)
-    base = bench(base_sim, "baseline", tmp_path, items=8, want=37.81, record_floor=True)
+    base = bench(base_sim, "baseline", tmp_path, items=8, record_floor=True)
     base_sim.stop()
     recorded = floor.recorded_baseline_tok_s("sim")
     assert recorded == pytest.approx(base.summary["results"]["decode_tok_s"], abs=0.001)
 
     broken_sim = start_profile("all-three", {**FAST_START, "SPARKGATE_SIM_FAULTS": "draft-lm-head-unshared"},
                                scale=SCALE)
-    broken = bench(broken_sim, "all-three", tmp_path, items=8, want=24.0, label="all-three [draft-lm-head-unshared]")
+    broken = bench(broken_sim, "all-three", tmp_path, items=8, label="all-three [draft-lm-head-unshared]")
     numbers = broken.summary["results"]
     assert numbers["decode_tok_s"] == pytest.approx(24.0, rel=SPEED_TOLERANCE)
     assert numbers["accept_length"] == pytest.approx(1.0, abs=0.05)

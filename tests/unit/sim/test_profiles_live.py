@@ -1,5 +1,5 @@
 """Each shipped profile, launched with its real argv/env: /server_info, the probe report, the log lines,
-the metrics and the client-measured decode speed must match what that profile asks for."""
+the metrics and the engine's own decode speed (meta_info timing) must match what that profile asks for."""
 
 from __future__ import annotations
 
@@ -12,10 +12,8 @@ from sparkgate_sim import timing
 from tests.plugins.simproc import decode_speed, metric_total
 
 # Published anchors (recipe facts 1.4) and the documented model for the combinations in between.
-SPEED_TOLERANCE = 0.05  # relative; covers the +-0.05 per-prompt accept jitter and sleep granularity
-# 10x real time: a request's decode window is ~0.4 wall seconds, so the tens of milliseconds by which a loaded host
-# (the other lanes run beside this one) delays a chunk stay inside the tolerance; at 25x they did not.
-SPEED_SCALE = 0.1
+SPEED_TOLERANCE = 0.03  # relative; covers the +-0.05 per-prompt accept jitter (engine time: no host noise)
+SPEED_SCALE = 0.02  # any scale reads the same engine-time figures; fast keeps the test short
 # Arithmetic (GSM8K-style), the workload of the published anchors; per-workload speeds: test_dspark_timing.py.
 PROMPTS = ("Question: what is 17 times 23? Answer step by step.",
            "Question: A shop sells 12 pens a day. How many pens does it sell in 9 days?")
