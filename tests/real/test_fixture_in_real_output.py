@@ -16,6 +16,7 @@ import pytest
 
 from sparkgate.evidence import logs, metrics
 from sparkgate.sglang import conformance as C
+from sparkgate.sglang import request_timing
 
 pytestmark = pytest.mark.real
 
@@ -68,8 +69,10 @@ SERVER_INFO_FIELDS = ("server_info_internal_states", "server_info_version", "ser
                       "server_info_launch_command", "server_info_max_total_num_tokens", "server_info_status")
 INTERNAL_STATE_FIELDS = ("internal_state_memory_usage",)
 MODEL_INFO_FIELDS = ("model_info_architectures", "model_info_model_type")
+# With --enable-metrics (every launch here, and every sparkgate launch): the engine's own timing the speed checks
+# judge (sparkgate/sglang/request_timing.py).
 META_FIELDS = ("meta_finish_reason", "meta_prompt_tokens", "meta_completion_tokens", "meta_weight_version",
-               "meta_e2e_latency")
+               "meta_e2e_latency", "meta_first_token_latency", "meta_decode_throughput")
 SPEC_META_FIELDS = ("meta_spec_accept_length", "meta_spec_accept_rate", "meta_spec_verify_ct",
                     "meta_spec_num_correct_drafts", "meta_spec_num_proposed_drafts")
 
@@ -201,9 +204,13 @@ def test_generate_meta_info_carries_the_fields_calibration_reads(outputs):
     for meta in outputs["nextn"]["meta"]:
         for key in SPEC_META_FIELDS:
             assert C.string_(key) in meta, f"nextn: meta_info has no {C.string_(key)}"
-        # The relation calibration relies on (sparkgate/evidence/calibration.py): tokens per verify step.
+        # The relations calibration relies on (sparkgate/evidence/calibration.py): tokens per verify step, and the
+        # decode speed as tokens after the first over e2e_latency - first_token_latency.
         assert meta[C.string_("meta_spec_accept_length")] == pytest.approx(
             meta[C.string_("meta_completion_tokens")] / meta[C.string_("meta_spec_verify_ct")])
+    for meta in outputs["dense"]["meta"] + outputs["nextn"]["meta"]:
+        timing = request_timing.from_meta(meta, meta[C.string_("meta_completion_tokens")])
+        assert timing.decode_tok_s() == pytest.approx(meta[C.string_("meta_decode_throughput")], rel=1e-6)
 
 
 def test_the_probe_report_names_the_fixture_classes_and_hooks(outputs):

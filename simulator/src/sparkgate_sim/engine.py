@@ -161,6 +161,7 @@ class Engine:
         self._lock = threading.RLock()  # engine state and statistics
         self._batch = threading.Lock()  # batch 1: one running request at a time
         self._slept_sim = 0.0  # sim_clock(): the simulated seconds of every sleep_sim so far
+        self.crash_due: int | None = None  # crash-after-ready:N reached: the thread whose response goes out first
         self.epoch = 0
         # What the engine holds of the host's memory, and (SPARKGATE_SIM_HOST_MEMINFO) the meminfo file showing it.
         self.host_memory = host_memory.HostMemory(knobs.time_scale)
@@ -763,5 +764,15 @@ class Engine:
                     m.e2e.observe(stream_labels, e2e)
         crash = self.board.runtime(faults.CRASH_AFTER_READY)
         if crash is not None and not crash.in_seconds and finished >= crash.count():
-            # Let the response that is being written reach the client, then die.
-            threading.Timer(0.05, self._crash_scheduler).start()
+            # Die once the response being written has reached the client (the HTTP handler calls crash_if_due).
+            with self._lock:
+                self.crash_due = threading.get_ident()  # the handler thread serving this request
+
+    def crash_if_due(self) -> None:
+        """Called by each HTTP handler thread after its response is written: dies if that response was the one."""
+        with self._lock:
+            due = self.crash_due == threading.get_ident()
+            if due:
+                self.crash_due = None
+        if due:
+            self._crash_scheduler()

@@ -3,6 +3,7 @@ keep-alive, chunked SSE streaming), SGLang's API-key rule, and the sim-only admi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 from collections.abc import Callable
@@ -112,6 +113,11 @@ class SimHandler(BaseHTTPRequestHandler):
             self._send(503, {"error": {"message": "The server is starting.", "type": "service_unavailable"}})
         except (BrokenPipeError, ConnectionResetError, Restarted):
             self.close_connection = True
+        finally:
+            with contextlib.suppress(OSError):
+                self.wfile.flush()
+            # crash-after-ready:N dies once the response that reached N is written, however slow the host.
+            self.engine.crash_if_due()
 
     def _route(self, method: str, path: str) -> Callable[[], None]:
         routes: dict[str, dict[str, Callable[[], None]]] = {
