@@ -4,10 +4,12 @@ engine, talk to them only through 127.0.0.1 and `docker exec`, and always remove
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -20,12 +22,10 @@ from sparkgate.images import load_lock
 from tests.e2e.browser import chromium  # noqa: F401 - the headless-Chromium fixture of the page tests
 from tests.plugins.simproc import free_port  # noqa: F401 - e2e tests import it from here
 
-# Fast simulated engine: 4x real time, a 20 s (simulated) startup, re-checks every 2 s. Not faster: the gate converts
-# wall time to engine time by the scale, so a client's fixed costs per request (connect, a loaded CI host's
-# scheduling) count 1/scale-fold. At 50x a few busy milliseconds per request overran the calibration budget of a
-# healthy baseline; at 10x a 128-token calibration request lasts 0.3 wall seconds, and one 30 ms late final chunk
-# read 10 % slow, below the Humming profile's 8 % margin over the baseline (three stacks at once on 2 cores).
-E2E_SCALE = 0.25
+# Fast simulated engine: 10x real time, a 20 s (simulated) startup, re-checks every 2 s. Every speed the gate and the
+# bench judge is the engine's own meta_info timing, which the simulator computes, so the scale changes how long a
+# test waits, never a verdict (a loaded host delays the stream's delivery, not the engine's accounting).
+E2E_SCALE = 0.1
 E2E_STARTUP_S = 20.0
 E2E_PERIOD_S = 2.0
 
@@ -106,27 +106,35 @@ class Stack:
         return json.loads(subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout)
 
 
+def _deploy(name: str, out_root, profile: str, faults: tuple[str, ...] = (), **extra) -> Stack:
+    port = free_port()
+    name = "".join(ch if ch.isalnum() or ch == "-" else "-" for ch in name.lower())
+    defaults = dict(
+        profile=profile, target="sim", project=name, out=out_root / name, port=port, sim_faults=tuple(faults),
+        sim_admin=True, sim_time_scale=E2E_SCALE, sim_startup_s=E2E_STARTUP_S, recheck_period_s=E2E_PERIOD_S,
+        budget_s=180,
+    )
+    options = deploy_mod.DeployOptions(**{**defaults, **extra})
+    lines: list[str] = []
+    try:
+        result = deploy_mod.deploy(options, say=lines.append)
+    finally:
+        print("\n".join(lines))  # shown by pytest on failure: the deploy's own progress and verdict
+    return Stack(result, docker_cli.Project(name, options.out / "compose.yaml", deploy_mod.compose_env(options)), port)
+
+
+def _remove(stack: Stack) -> None:
+    stack.project.compose("down", "--remove-orphans", "--volumes", "-t", "3", check=False)
+
+
 @pytest.fixture
 def deploy_stack(request, tmp_path):
     """deploy_stack(profile, faults=(), **options) -> Stack; removed at teardown."""
     stacks: list[Stack] = []
 
     def deploy(profile: str, faults: tuple[str, ...] = (), **extra) -> Stack:
-        port = free_port()
-        name = f"sparkgate-t-{request.node.name[:20]}-{os.getpid()}-{len(stacks)}".lower()
-        name = "".join(ch if ch.isalnum() or ch == "-" else "-" for ch in name)
-        defaults = dict(
-            profile=profile, target="sim", project=name, out=tmp_path / name, port=port, sim_faults=tuple(faults),
-            sim_admin=True, sim_time_scale=E2E_SCALE, sim_startup_s=E2E_STARTUP_S, recheck_period_s=E2E_PERIOD_S,
-            budget_s=180,
-        )
-        options = deploy_mod.DeployOptions(**{**defaults, **extra})
-        lines: list[str] = []
-        try:
-            result = deploy_mod.deploy(options, say=lines.append)
-        finally:
-            print("\n".join(lines))  # shown by pytest on failure: the deploy's own progress and verdict
-        stack = Stack(result, docker_cli.Project(name, options.out / "compose.yaml", deploy_mod.compose_env(options)), port)
+        name = f"sparkgate-t-{request.node.name[:20]}-{os.getpid()}-{len(stacks)}"
+        stack = _deploy(name, tmp_path, profile, faults, **extra)
         stacks.append(stack)
         return stack
 
@@ -136,4 +144,37 @@ def deploy_stack(request, tmp_path):
         if keep:
             print(f"kept {stack.project.name} for inspection (invoke down --project {stack.project.name})")
             continue
-        stack.project.compose("down", "--remove-orphans", "--volumes", "-t", "3", check=False)
+        _remove(stack)
+
+
+@pytest.fixture(scope="session")
+def _shared_all_three(tmp_path_factory):
+    """One admitted all-three stack per worker, shared by the tests that leave it admitted when they pass (they may
+    fault it at run time through the simulator's admin API, and must heal it). Removed at the end of the session."""
+    holder: dict[str, Stack] = {}
+    yield holder
+    if "stack" in holder:
+        _remove(holder["stack"])
+
+
+@pytest.fixture
+def healthy_all_three(_shared_all_three, tmp_path_factory) -> Stack:
+    """The worker's shared all-three stack, admitted now: redeployed when an earlier test left it closed."""
+    stack = _shared_all_three.get("stack")
+    if stack is not None:
+        # No fault left from an earlier test (an engine that is down cannot read open below either).
+        with contextlib.suppress(subprocess.SubprocessError, OSError, ValueError):
+            stack.engine_admin("/admin/faults", {"faults": []})
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and stack.get("/sparkgate/ready", timeout=5)[0] != 200:
+            time.sleep(0.5)
+        if stack.get("/sparkgate/ready", timeout=5)[0] != 200:
+            print(f"the shared stack {stack.project.name} is not admitted ({stack.verdict()['reason']}): redeploying")
+            _remove(stack)
+            stack = None
+    if stack is None:
+        count = _shared_all_three["deploys"] = _shared_all_three.get("deploys", 0) + 1
+        stack = _deploy(f"sparkgate-t-shared-{os.getpid()}-{count}", tmp_path_factory.mktemp("shared"), "all-three")
+        assert stack.result.admitted, stack.result.reason
+        _shared_all_three["stack"] = stack
+    return stack

@@ -45,8 +45,8 @@ def test_an_engaged_engine_that_answers_wrong_is_refused_by_the_answers_checks_o
     assert forwarded(stack) == 0
 
 
-def test_a_wrong_answer_after_admission_closes_the_gate_until_a_fresh_verdict_passes(deploy_stack):
-    stack = deploy_stack("all-three")
+def test_a_wrong_answer_after_admission_closes_the_gate_until_a_fresh_verdict_passes(healthy_all_three):
+    stack = healthy_all_three
     assert stack.result.admitted, stack.result.reason
     admitted = stack.verdict()
     shown = admitted["full"]["verification"]["answers"]

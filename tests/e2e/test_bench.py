@@ -14,11 +14,11 @@ from tests.e2e.conftest import E2E_SCALE
 pytestmark = [pytest.mark.docker, pytest.mark.e2e, pytest.mark.usefixtures("isolated_bench")]
 
 
-def test_bench_through_the_gateway_of_a_deployed_stack(deploy_stack, tmp_path):
+def test_bench_through_the_gateway_of_a_deployed_stack(healthy_all_three, tmp_path):
     finding = preflight.docker_reachable()
     if not finding.ok:
         pytest.fail(f"needs Docker: {finding.detail}")
-    stack = deploy_stack("all-three")
+    stack = healthy_all_three
     assert stack.result.admitted, stack.result.reason
     before = stack.engine_stats()["forwarded"].get("/generate", 0)
 

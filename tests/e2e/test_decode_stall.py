@@ -20,13 +20,16 @@ import pytest
 
 from sparkgate.sentinel import page
 from tests.e2e.browser import rendered, screenshot
-from tests.e2e.conftest import E2E_PERIOD_S, E2E_SCALE
+from tests.e2e.conftest import E2E_PERIOD_S
 from tests.e2e.test_deploy import wait_for
 from tests.unit.test_status_page import assert_inert, hint_after, rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
-STALL_AFTER_S = 10.0  # engine seconds (2.5 s of wall time at the e2e scale)
+# This stack runs at 4x, not the suite's 10x: the client's stream must outlast the stall window plus two re-check
+# periods in wall time (periods are wall seconds), and a 1200-token stream at 10x would not.
+STALL_SCALE = 0.25
+STALL_AFTER_S = 10.0  # engine seconds (2.5 s of wall time at that scale)
 MODEL = "ling-v3-flash-fp4"
 
 
@@ -94,7 +97,7 @@ def page_names_the_stall(chromium, tmp_path, url: str) -> None:
 
 
 def test_streams_stalls_and_the_status_page_on_one_stack(deploy_stack, chromium, tmp_path):
-    stack = deploy_stack(tightened_profile(tmp_path))
+    stack = deploy_stack(tightened_profile(tmp_path), sim_time_scale=STALL_SCALE)
     assert stack.result.admitted, stack.result.reason
     # 0. A couple of re-checks, so the page's history holds more than the admission sample.
     assert wait_for(lambda: stack.verdict()["rechecks"] >= 2, timeout=E2E_PERIOD_S * 4 + 3, interval=0.5)
@@ -113,7 +116,7 @@ def test_streams_stalls_and_the_status_page_on_one_stack(deploy_stack, chromium,
         time.sleep(0.5)
     assert outcome["error"] is None and outcome["finish"] == "length", outcome.get("error")
     chunks = outcome["chunks"]
-    assert chunks[-1] - chunks[0] > STALL_AFTER_S * E2E_SCALE + 2 * E2E_PERIOD_S  # longer than the watch window
+    assert chunks[-1] - chunks[0] > STALL_AFTER_S * STALL_SCALE + 2 * E2E_PERIOD_S  # longer than the watch window
     assert stack.verdict()["rechecks"] - rechecks_before >= 3
     watched = [c for c in seen if c is not None]
     assert all(c["passed"] for c in watched)
@@ -127,7 +130,7 @@ def test_streams_stalls_and_the_status_page_on_one_stack(deploy_stack, chromium,
     hung: dict = {}
     threading.Thread(target=stream_chat, args=(stack.url, 1200, hung), daemon=True).start()
     started = time.monotonic()
-    documented_s = STALL_AFTER_S * E2E_SCALE + 2 * E2E_PERIOD_S
+    documented_s = STALL_AFTER_S * STALL_SCALE + 2 * E2E_PERIOD_S
     closed = wait_for(lambda: stack.verdict()["state"] != "open", timeout=documented_s + 4, interval=0.25)
     took = time.monotonic() - started
     assert closed, f"a hung decode left the gate open for {took:.1f} s"

@@ -35,8 +35,8 @@ def wait_for(predicate, timeout: float, interval: float = 0.25):
     return predicate()
 
 
-def test_all_three_admitted_and_serving(deploy_stack):
-    stack = deploy_stack("all-three")
+def test_all_three_admitted_and_serving(healthy_all_three):
+    stack = healthy_all_three
     assert stack.result.admitted, stack.result.reason
     verdict = stack.verdict()
     assert verdict["state"] == "open" and verdict["full"]["passed"] is True
@@ -61,8 +61,8 @@ def test_all_three_admitted_and_serving(deploy_stack):
     assert all(record["images"].values()), record["images"]
 
 
-def test_host_side_testinfra_suite_passes(deploy_stack):
-    stack = deploy_stack("all-three")
+def test_host_side_testinfra_suite_passes(healthy_all_three):
+    stack = healthy_all_three
     assert stack.result.admitted, stack.result.reason
     env = {**os.environ, "SPARKGATE_BUNDLE": str(stack.result.bundle), "SPARKGATE_PROJECT": stack.project.name,
            "SPARKGATE_GATEWAY_PORT": str(stack.port)}
@@ -140,8 +140,8 @@ def test_stock_image_refused(deploy_stack):
     assert forwarded(stack) == 0
 
 
-def test_crash_after_ready_closes_within_one_period_then_reopens(deploy_stack):
-    stack = deploy_stack("all-three")
+def test_crash_after_ready_closes_within_one_period_then_reopens(healthy_all_three):
+    stack = healthy_all_three
     assert stack.result.admitted, stack.result.reason
     runs_before = stack.verdict()["full_runs"]
     stack.engine_admin("/admin/faults", {"faults": ["crash-after-ready:0"]})
@@ -167,8 +167,8 @@ def test_crash_after_ready_closes_within_one_period_then_reopens(deploy_stack):
     assert wait_for(lambda: stack.get("/v1/models", timeout=5)[0] == 200, timeout=15), "gateway did not reopen"
 
 
-def test_degraded_acceptance_closes_gate_then_reopens_when_healthy(deploy_stack):
-    stack = deploy_stack("all-three")
+def test_degraded_acceptance_closes_gate_then_reopens_when_healthy(healthy_all_three):
+    stack = healthy_all_three
     assert stack.result.admitted, stack.result.reason
     stack.engine_admin("/admin/faults", {"faults": ["degrade-after:0"]})
     for _ in range(3):

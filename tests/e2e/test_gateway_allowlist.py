@@ -51,8 +51,8 @@ def raw_request(port: int, method: str, target: str, body: dict | None = None) -
         return status, {"raw": rest.decode("utf-8", "replace")}
 
 
-def test_admin_routes_and_tricks_never_reach_the_engine(deploy_stack):
-    stack = deploy_stack("all-three")
+def test_admin_routes_and_tricks_never_reach_the_engine(healthy_all_three):
+    stack = healthy_all_three
     assert stack.result.admitted, stack.result.reason
     before = stack.engine_stats()
     for method, target in ADMIN + TRICKS:
@@ -72,8 +72,8 @@ def test_admin_routes_and_tricks_never_reach_the_engine(deploy_stack):
     assert after["state"] == before["state"] == "ready"
 
 
-def test_client_routes_pass_and_absolute_form_is_forwarded_in_origin_form(deploy_stack):
-    stack = deploy_stack("all-three")
+def test_client_routes_pass_and_absolute_form_is_forwarded_in_origin_form(healthy_all_three):
+    stack = healthy_all_three
     assert stack.result.admitted, stack.result.reason
     before = stack.engine_stats()["forwarded"]
     chat = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}

@@ -51,10 +51,9 @@ def exact_flips(reference: Verdict, variation: Verdict) -> dict[str, tuple[bool,
 
 # --- the dense tiny llama: launch settings read by disjoint checks ---------------------------------------
 
-# Each variation changes settings that no two checks read alike, so it must flip exactly the union of their
-# checks, each showing its own setting's value (two variations instead of six launches: each start is 30-60 s).
-SERVED_ELSEWHERE = "batch 8, fp32 lm head, another served name, metrics off"
-UNPROBED_ELSEWHERE = "probe absent, another model path"
+# The variation changes settings that no two checks read alike, so it must flip exactly the union of their checks,
+# each showing its own setting's value (one variation instead of six launches: each start is 30-60 s).
+ELSEWHERE = "batch 8, fp32 lm head, another served name, metrics off, probe absent, another model path"
 
 
 @pytest.fixture(scope="session")
@@ -65,9 +64,9 @@ def dense_verdicts(real_engines, dense_launch, tmp_path_factory) -> dict[str, Ve
     alias.symlink_to(dense_launch.model_path, target_is_directory=True)  # same weights, another model path
     variations = {
         "reference": reference,
-        SERVED_ELSEWHERE: dataclasses.replace(reference, max_running_requests=8, extra_args=("--enable-fp32-lm-head",),
-                                              served_model_name="not-the-expected-model", metrics=False),
-        UNPROBED_ELSEWHERE: dataclasses.replace(reference, probe=False, model_path=alias),
+        ELSEWHERE: dataclasses.replace(reference, max_running_requests=8, extra_args=("--enable-fp32-lm-head",),
+                                       served_model_name="not-the-expected-model", metrics=False, probe=False,
+                                       model_path=alias),
     }
     expected = identity(reference, "LlamaForCausalLM")
     return {name: judged(real_engines.get(launch), DENSE_PROFILE, expected) for name, launch in variations.items()}
@@ -81,36 +80,30 @@ def test_the_reference_passes_every_configuration_and_probe_check(dense_verdicts
     assert checks["engine.batch1"].observed == 1 and checks["fp8_lm_head.config_echo"].observed is False
 
 
-@pytest.mark.parametrize(("variation", "flipped"), [
-    (SERVED_ELSEWHERE, {"engine.batch1", "fp8_lm_head.config_echo", "engine.identity",
-                        "engine.calibration", "engine.client_timing"}),  # metrics off: no engine timing
-    (UNPROBED_ELSEWHERE, {"engine.probe_report", "engine.identity"}),
-])
-def test_launch_settings_flip_exactly_their_checks(dense_verdicts, variation, flipped):
-    flips = exact_flips(dense_verdicts["reference"], dense_verdicts[variation])
+def test_launch_settings_flip_exactly_their_checks(dense_verdicts):
+    flips = exact_flips(dense_verdicts["reference"], dense_verdicts[ELSEWHERE])
+    flipped = {"engine.batch1", "fp8_lm_head.config_echo", "engine.identity", "engine.probe_report",
+               "engine.calibration", "engine.client_timing"}  # metrics off: no engine timing for the calibration
     assert flips == {check: (True, False) for check in flipped}, flips
 
 
-@pytest.mark.parametrize(("variation", "check", "observed"), [
-    (SERVED_ELSEWHERE, "engine.batch1", 8),
-    (SERVED_ELSEWHERE, "fp8_lm_head.config_echo", True),
-    (UNPROBED_ELSEWHERE, "engine.probe_report", "absent"),
+@pytest.mark.parametrize(("check", "observed"), [
+    ("engine.batch1", 8),
+    ("fp8_lm_head.config_echo", True),
+    ("engine.probe_report", "absent"),
 ])
-def test_each_flipped_check_shows_its_settings_value(dense_verdicts, variation, check, observed):
-    assert gate.by_name(dense_verdicts[variation])[check].observed == observed
+def test_each_flipped_check_shows_its_settings_value(dense_verdicts, check, observed):
+    assert gate.by_name(dense_verdicts[ELSEWHERE])[check].observed == observed
 
 
-@pytest.mark.parametrize(("variation", "field", "value"), [
-    (SERVED_ELSEWHERE, "served_model_name", "not-the-expected-model"),
-    (UNPROBED_ELSEWHERE, "model_path", "tiny-llama-elsewhere"),
-])
-def test_the_wrong_model_is_refused_by_identity_with_what_it_serves(dense_verdicts, variation, field, value):
-    observed = gate.by_name(dense_verdicts[variation])["engine.identity"].observed
-    assert str(observed[field]).endswith(value) and observed["version"] == SGLANG_VERSION
+def test_the_wrong_model_is_refused_by_identity_with_what_it_serves(dense_verdicts):
+    observed = gate.by_name(dense_verdicts[ELSEWHERE])["engine.identity"].observed
+    assert observed["served_model_name"] == "not-the-expected-model" and observed["version"] == SGLANG_VERSION
+    assert str(observed["model_path"]).endswith("tiny-llama-elsewhere")
 
 
 def test_metrics_off_leaves_the_calibration_without_the_engines_timing(dense_verdicts):
-    calibration = gate.by_name(dense_verdicts[SERVED_ELSEWHERE])["engine.calibration"]
+    calibration = gate.by_name(dense_verdicts[ELSEWHERE])["engine.calibration"]
     assert not calibration.passed and calibration.observed["completed"] == 0
     assert all("first_token_latency" in error for error in calibration.observed["errors"]), calibration.observed
     reference = gate.by_name(dense_verdicts["reference"])
@@ -121,7 +114,7 @@ def test_metrics_off_changes_what_the_metrics_check_saw_not_the_outcome(dense_ve
     """On CPU the CUDA-graph pass counter fails either way; with metrics on it shows the real eager passes, with
     metrics off the missing endpoint: the check reports what the engine is, in both directions."""
     on = gate.by_name(dense_verdicts["reference"])["engine.cuda_graph_passes"]
-    off = gate.by_name(dense_verdicts[SERVED_ELSEWHERE])["engine.cuda_graph_passes"]
+    off = gate.by_name(dense_verdicts[ELSEWHERE])["engine.cuda_graph_passes"]
     assert not on.passed and on.observed["decode_cuda_graph_delta"] is None and on.observed["decode_none_delta"] > 0
     assert not off.passed and "/metrics" in str(off.observed) and "404" in str(off.observed)
 
