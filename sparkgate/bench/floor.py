@@ -42,6 +42,10 @@ def record(summary: dict, run_dir: Path, margin: float = 0.0) -> tuple[Path, dic
     speed = numbers.get("decode_tok_s")
     if not speed:
         raise FloorError("the run measured no decode speed")
+    if numbers.get("timing") != "engine":
+        # The gate judges engine time: a floor from a client's stopwatch (a chat run) moves with the host's load.
+        raise FloorError(f"the run's speeds are the client's stopwatch (timing: {numbers.get('timing')}); record a "
+                         "floor from a run on the engine's own timing: invoke bench --api generate --record-floor")
     target = summary.get("environment", {}).get("target") or "spark"
     entry = {
         "floor_tok_s": round(speed * (1.0 - margin), 3),

@@ -46,10 +46,10 @@ class RequestResult:
     decode_s: float | None = None
     decode_tok_s: float | None = None
     e2e_s: float | None = None
-    # The client's stopwatch (wall seconds from sending to the first and the last streamed chunk): shown, and
+    # The client's stopwatch, wall seconds (sending to the first streamed chunk, first to last chunk): shown, and
     # judged only by engine.client_timing for gross disagreement with the engine's figures.
-    client_ttft_s: float | None = None
-    client_decode_s: float | None = None
+    client_ttft_wall_s: float | None = None
+    client_decode_wall_s: float | None = None
     spec_accept_length: float | None = None
     spec_verify_ct: int | None = None
     finish_reason: str | None = None
@@ -81,10 +81,11 @@ class CalibrationResult:
 
     def client_decode_tok_s(self) -> float | None:
         """The same aggregate from the client's stopwatch, in engine seconds (wall / time_scale): for display."""
-        done = [r for r in self.completed if r.client_decode_s and r.client_decode_s > 0 and r.completion_tokens > 1]
+        done = [r for r in self.completed
+                if r.client_decode_wall_s and r.client_decode_wall_s > 0 and r.completion_tokens > 1]
         if not done:
             return None
-        return sum(r.completion_tokens - 1 for r in done) / (sum(r.client_decode_s for r in done) / self.time_scale)
+        return sum(r.completion_tokens - 1 for r in done) / (sum(r.client_decode_wall_s for r in done) / self.time_scale)
 
     def accept_length(self) -> float | None:
         """Token-weighted: total completion tokens over total verify steps, as SGLang computes it."""
@@ -109,20 +110,36 @@ class CalibrationResult:
 def run(client: EngineClient, prompts: int, max_new_tokens: int, time_budget_s: float, time_scale: float) -> CalibrationResult:
     """Send up to `prompts` fixed prompts, one at a time (batch 1), stopping when the budget is spent.
 
-    The budget is engine time: the requests' own e2e_latency, summed. The client's clock only bounds how long
-    a single read may hang (a stalled engine), generously, so a busy host never exhausts the budget."""
+    The budget is engine time: the requests' own e2e_latency, summed (a request without one counts its client
+    time). The client's clock bounds only what no engine figure can: how long one read may hang, and the whole
+    calibration's wall time (generously, so a busy host never exhausts it; a hung engine does)."""
     result = CalibrationResult(time_scale=time_scale)
+    wall_cap = wall_cap_s(time_budget_s, time_scale)
+    started = time.monotonic()
     for index in range(prompts):
-        if result.elapsed_s > time_budget_s:
+        if result.elapsed_s > time_budget_s or time.monotonic() - started > wall_cap:
             result.budget_exhausted = True
             break
-        outcome = _one(client, index, max_new_tokens, time_budget_s, time_scale)
+        outcome, client_wall = _one(client, index, max_new_tokens, time_budget_s, time_scale)
         result.requests.append(outcome)
-        result.elapsed_s += outcome.e2e_s or 0.0
+        result.elapsed_s += outcome.e2e_s if outcome.e2e_s is not None else client_wall / time_scale
     return result
 
 
-def _one(client: EngineClient, index: int, max_new_tokens: int, budget_s: float, scale: float) -> RequestResult:
+def wall_cap_s(time_budget_s: float, time_scale: float) -> float:
+    """The calibration's whole wall-clock allowance: four times its engine budget in wall seconds, at least 60 s."""
+    return max(60.0, time_budget_s * time_scale * 4)
+
+
+def _count(meta: dict, key: str) -> int | None:
+    """A non-negative integer field of meta_info, or None (absent, a bool, a string, a float, negative)."""
+    value = meta.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _one(client: EngineClient, index: int, max_new_tokens: int, budget_s: float,
+         scale: float) -> tuple[RequestResult, float]:
+    """One calibration request and the client's wall seconds it took."""
     outcome = RequestResult(prompt_index=index)
     body = {
         "text": PROMPTS[index % len(PROMPTS)],
@@ -138,33 +155,41 @@ def _one(client: EngineClient, index: int, max_new_tokens: int, budget_s: float,
             last, final = arrived, chunk
     except EngineUnreachable as exc:
         outcome.error = str(exc)
-        return outcome
-    meta = (final or {}).get("meta_info") or {}
-    outcome.completion_tokens = int(meta.get(COMPLETION_TOKENS) or 0)
+        return outcome, time.monotonic() - sent
+    spent = time.monotonic() - sent
+    meta = (final or {}).get("meta_info") if isinstance(final, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
     reason = meta.get(FINISH_REASON)
     outcome.finish_reason = reason.get("type") if isinstance(reason, dict) else reason
     if outcome.finish_reason is None:
         # Only the final chunk carries a finish reason: without it the request did not complete.
         outcome.error = "stream ended without a final chunk (no finish_reason)"
-        return outcome
+        return outcome, spent
+    tokens = _count(meta, COMPLETION_TOKENS)
+    outcome.completion_tokens = tokens or 0
     if first is not None and last is not None:
-        outcome.client_ttft_s = round(first - sent, 4)
-        outcome.client_decode_s = round(last - first, 4)
-    if SPEC_ACCEPT_LENGTH in meta:
-        outcome.spec_accept_length = float(meta[SPEC_ACCEPT_LENGTH])
-    if SPEC_VERIFY_CT in meta:
-        outcome.spec_verify_ct = int(meta[SPEC_VERIFY_CT])
-    if outcome.completion_tokens == 0:
-        outcome.error = "no completion tokens reported in meta_info"
-        return outcome
+        outcome.client_ttft_wall_s = round(first - sent, 4)
+        outcome.client_decode_wall_s = round(last - first, 4)
+    outcome.spec_verify_ct = _count(meta, SPEC_VERIFY_CT)
+    accept = meta.get(SPEC_ACCEPT_LENGTH)
+    if isinstance(accept, int | float) and not isinstance(accept, bool):
+        outcome.spec_accept_length = float(accept)
+    if not tokens:
+        outcome.error = f"no completion tokens reported in meta_info ({COMPLETION_TOKENS}={meta.get(COMPLETION_TOKENS)!r})"
+        return outcome, spent
+    if tokens != max_new_tokens or outcome.finish_reason != "length":
+        # ignore_eos: the engine must decode exactly the budget; another count is a broken or untruthful report.
+        outcome.error = (f"the engine reported {tokens} completion tokens, finish reason {outcome.finish_reason!r}, "
+                         f"for max_new_tokens {max_new_tokens} with ignore_eos (expected exactly that, 'length')")
+        return outcome, spent
     try:
-        timing = request_timing.from_meta(meta, outcome.completion_tokens)
+        timing = request_timing.from_meta(meta, tokens)
     except request_timing.TimingMissing as exc:
         outcome.error = str(exc)  # missing evidence: the request does not count as completed
-        return outcome
+        return outcome, spent
     outcome.ttft_s, outcome.e2e_s = timing.ttft_s, timing.e2e_s
     outcome.decode_s, outcome.decode_tok_s = timing.decode_s, timing.decode_tok_s()
-    return outcome
+    return outcome, spent
 
 
 def accept_length_check(name: str, calibration: CalibrationResult | None, floor: float | None,

@@ -86,7 +86,7 @@ class Calibration(Frozen):
     # Upper bounds keep a verification inside minutes (docs/profiles.md "Bounds").
     prompts: Annotated[int, Field(strict=True, gt=0, le=16)] = Field(3, description="Fixed prompts sent at temperature 0")
     max_new_tokens: Annotated[int, Field(strict=True, gt=0, le=2048)] = Field(128, description="Token budget per prompt")
-    time_budget_s: Annotated[float, Field(strict=True, gt=0, le=600)] = Field(10.0, description="Whole calibration must finish within this")
+    time_budget_s: Annotated[float, Field(strict=True, gt=0, le=600)] = Field(10.0, description="Engine seconds the calibration may spend (its requests' own e2e_latency, summed)")
 
 
 class Watch(Frozen):

@@ -157,6 +157,19 @@ def _shared_all_three(tmp_path_factory):
         _remove(holder["stack"])
 
 
+def _fresh_passing_recheck(stack: Stack, timeout_s: float) -> bool:
+    """The gate open after a re-check that began after now (so nothing an earlier test left behind is pending)."""
+    status, first = stack.get("/sparkgate/verdict", timeout=5)
+    seen = first.get("rechecks", 0) if status == 200 and isinstance(first, dict) else None
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status, verdict = stack.get("/sparkgate/verdict", timeout=5)
+        if status == 200 and seen is not None and verdict.get("rechecks", 0) >= seen + 2 and verdict["state"] == "open":
+            return True
+        time.sleep(0.5)
+    return False
+
+
 @pytest.fixture
 def healthy_all_three(_shared_all_three, tmp_path_factory) -> Stack:
     """The worker's shared all-three stack, admitted now: redeployed when an earlier test left it closed."""
@@ -165,10 +178,7 @@ def healthy_all_three(_shared_all_three, tmp_path_factory) -> Stack:
         # No fault left from an earlier test (an engine that is down cannot read open below either).
         with contextlib.suppress(subprocess.SubprocessError, OSError, ValueError):
             stack.engine_admin("/admin/faults", {"faults": []})
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and stack.get("/sparkgate/ready", timeout=5)[0] != 200:
-            time.sleep(0.5)
-        if stack.get("/sparkgate/ready", timeout=5)[0] != 200:
+        if not _fresh_passing_recheck(stack, timeout_s=30):
             print(f"the shared stack {stack.project.name} is not admitted ({stack.verdict()['reason']}): redeploying")
             _remove(stack)
             stack = None

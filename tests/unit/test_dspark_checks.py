@@ -56,7 +56,7 @@ def healthy(want: dict) -> Evidence:
         RUNNER,
         "Decode batch, #running-req: 1, accept len: 5.10, accept rate: 0.57, block accept len: 5.10, ",
     ]))
-    requests = [RequestResult(i, completion_tokens=128, decode_s=2.0, client_decode_s=2.1, spec_verify_ct=25,
+    requests = [RequestResult(i, completion_tokens=128, decode_s=2.0, client_decode_wall_s=2.1, spec_verify_ct=25,
                               spec_accept_length=5.12, finish_reason="length") for i in range(3)]
     return Evidence(expectations=copy.deepcopy(want), health_status=200, server_info=server_info,
                     log=EngineLog("file test.log", log), calibration=CalibrationResult(requests))

@@ -173,6 +173,7 @@ class Engine:
     def _reset_lifetime(self) -> None:
         """What a fresh engine process starts with."""
         self.state = STARTING
+        self._slept_sim = 0.0  # sim_clock() of the new process
         self.host_memory.restart(self.epoch)
         self.engaged: Engaged | None = None
         self.visible_env: dict[str, str] = dict(self.env)
@@ -261,17 +262,19 @@ class Engine:
         simulated clock advances by exactly `seconds` (the host's pace only decides when the sleep ends)."""
         deadline = time.monotonic() + seconds * self.knobs.time_scale
         while True:
+            if epoch is not None and not self.is_current(epoch):
+                raise Restarted()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 with self._lock:
-                    self._slept_sim += seconds
+                    if epoch is None or epoch == self.epoch:  # a superseded start adds nothing to the new one's clock
+                        self._slept_sim += seconds
                 return
-            if epoch is not None and not self.is_current(epoch):
-                raise Restarted()
             time.sleep(min(remaining, 0.05))
 
     def sim_clock(self) -> float:
-        """Simulated seconds this engine has spent in timed phases (startup phases and other simulated waits)."""
+        """Simulated seconds this engine process has spent in timed phases (startup phases, other simulated waits),
+        from its start: a restart starts the clock again."""
         with self._lock:
             return self._slept_sim
 
@@ -470,6 +473,7 @@ class Engine:
                 stalled_s, aborted = self._stall(epoch)
                 sim_elapsed += stalled_s  # the request's latencies include the hang
                 if aborted:
+                    self._advance_busy(stalled_s)  # the slot was held all along: who waited, waited this long
                     break
             # one decode step: a verify step emitting k tokens (MTP) or one plain step
             k = timing.emitted_at_step(accept_length, step, phase) if spec else 1

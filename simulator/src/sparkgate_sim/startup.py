@@ -112,7 +112,8 @@ def _run(engine: Engine, epoch: int) -> None:
     tic_total = engine.sim_clock()
 
     def elapsed_since(tic: float) -> float:
-        return engine.sim_clock() - tic
+        # a difference of running sums: rounded, so the same phases always report the same figure
+        return round(engine.sim_clock() - tic, 6)
 
     for name in (C.env("expose_own_env_vars"), FP8_HEAD_ENV):
         _, warning = sglang_env.read_bool(engine.env, name)
@@ -321,7 +322,7 @@ def _dspark_draft_graph(engine: Engine, epoch: int, mem: _Memory, phases: dict, 
     engine.sleep_sim(phases["capture_draft"], epoch)
     gb = GRAPH_GB["draft_decode"]
     _, after = mem.take(gb)
-    graph_times["draft_decode"] = engine.sim_clock() - tic
+    graph_times["draft_decode"] = round(engine.sim_clock() - tic, 6)
     log.scheduler(C.log_line("capture_end", name="draft verify", graph=CUDA_GRAPH, bs=bs,
                              elapsed=graph_times["draft_decode"], usage=gb, avail=after))
 

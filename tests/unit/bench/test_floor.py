@@ -5,10 +5,11 @@ import pytest
 from sparkgate.bench import floor
 
 
-def summary(profile="baseline", requested=(), speed=37.5, completed=16, errors=0, complete=True, target="sim"):
+def summary(profile="baseline", requested=(), speed=37.5, completed=16, errors=0, complete=True, target="sim",
+            timing="engine"):
     return {"profile": profile, "requested_optimizations": list(requested), "complete": complete,
             "finished_at": "2026-11-29T00:00:00+00:00", "workload": {"name": "arith"},
-            "results": {"decode_tok_s": speed, "completed": completed, "errors": errors},
+            "results": {"decode_tok_s": speed, "completed": completed, "errors": errors, "timing": timing},
             "environment": {"target": target, "images": {"img": "sha256:1"}, "engine": {"version": "0.5.23"},
                             "host": {"hostname": "spark-1"}}}
 
@@ -29,7 +30,8 @@ def test_record_and_read_per_target(tmp_path):
     ("bad", "message"),
     [(dict(profile="all-three", requested=("humming", "fp8_lm_head", "mtp")), "baseline profile"),
      (dict(errors=2), "failed request"), (dict(completed=3), "at least"), (dict(complete=False), "did not complete"),
-     (dict(speed=None), "no decode speed")],
+     (dict(speed=None), "no decode speed"), (dict(timing="client"), "client's stopwatch"),
+     (dict(timing="mixed"), "--api generate")],
 )
 def test_record_refuses_bad_floors(tmp_path, bad, message):
     with pytest.raises(floor.FloorError, match=message):

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sparkgate.evidence import calibration
 from sparkgate.evidence.calibration import CalibrationResult, RequestResult
 from sparkgate.evidence.common import CLIENT_SLACK_WALL_S, CLIENT_SLOWDOWN_FACTOR, client_timing
 from sparkgate.sglang import request_timing
@@ -51,22 +52,33 @@ def test_any_meta_info_reads_as_a_sane_timing_or_a_refusal(meta, tokens):
 
 
 def _calibration(client_s: float, engine_s: float, scale: float = 1.0, n: int = 3) -> CalibrationResult:
-    requests = [RequestResult(i, completion_tokens=65, ttft_s=0.2, decode_s=engine_s, client_decode_s=client_s,
+    requests = [RequestResult(i, completion_tokens=65, ttft_s=0.2, decode_s=engine_s, client_decode_wall_s=client_s,
                               finish_reason="length") for i in range(n)]
     return CalibrationResult(requests, time_scale=scale)
 
 
 def test_the_client_may_lag_the_engine_but_not_grossly():
     assert client_timing(_calibration(client_s=1.3, engine_s=1.2)).passed  # transport and scheduling
-    limit = CLIENT_SLOWDOWN_FACTOR * 3 * 1.2 + CLIENT_SLACK_WALL_S
-    slow = client_timing(_calibration(client_s=limit / 3 + 0.01, engine_s=1.2))
+    limit = CLIENT_SLOWDOWN_FACTOR * 1.2 + CLIENT_SLACK_WALL_S
+    slow = client_timing(_calibration(client_s=limit + 0.01, engine_s=1.2))
     assert not slow.passed and "host or gateway problem" in slow.hint
-    assert slow.observed["engine_decode_wall_s"] == pytest.approx(3.6)
+    assert slow.observed["engine_decode_wall_s"] == pytest.approx(1.2)
+
+
+def test_an_engine_that_understates_its_decode_time_is_not_believed():
+    # A broken draft really decodes 64 tokens at 24 tok/s (2.7 s) and claims 1.6 s (40 tok/s, above the baseline).
+    lying = client_timing(_calibration(client_s=64 / 24, engine_s=64 / 40))
+    assert not lying.passed
+    # One request claiming almost no time among honest ones is caught on its own, not averaged away.
+    cal = _calibration(client_s=1.3, engine_s=1.2)
+    cal.requests[1].decode_s, cal.requests[1].client_decode_wall_s = 1e-9, 2.5
+    caught = client_timing(cal)
+    assert not caught.passed and caught.observed["worst_request"] == 1
 
 
 def test_on_the_simulator_the_engine_seconds_are_compared_as_wall_seconds():
-    # 1.2 engine s at scale 0.1 is 0.12 wall s: a client reading 0.15 wall s agrees; 4 wall s does not
-    assert client_timing(_calibration(client_s=0.15, engine_s=1.2, scale=0.1)).passed
+    # 1.2 engine s at scale 0.1 is 0.12 wall s: a client reading 0.3 wall s (a loaded host) agrees; 4 wall s does not
+    assert client_timing(_calibration(client_s=0.3, engine_s=1.2, scale=0.1)).passed
     assert not client_timing(_calibration(client_s=4.0, engine_s=1.2, scale=0.1)).passed
 
 
@@ -79,3 +91,46 @@ def test_the_speed_checks_read_engine_time_whatever_the_client_saw():
     cal = _calibration(client_s=2.0, engine_s=1.6)  # 64 tokens after the first in 1.6 engine s: 40 tok/s
     assert cal.decode_tok_s() == pytest.approx(40.0)
     assert cal.client_decode_tok_s() == pytest.approx(32.0)
+
+
+class _Client:
+    """An engine whose one /generate stream ends with `meta`."""
+
+    def __init__(self, meta: dict):
+        self.meta = meta
+
+    def stream_generate(self, body, timeout):
+        yield 0.0, {"meta_info": {"completion_tokens": 1}}
+        yield 0.0, {"meta_info": self.meta}
+
+
+GOOD = {"finish_reason": {"type": "length", "length": 32}, "completion_tokens": 32,
+        "first_token_latency": 0.2, "e2e_latency": 1.0}
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"completion_tokens": 64}, "reported 64 completion tokens"),  # more tokens than asked: a faster-looking lie
+    ({"completion_tokens": 31, "finish_reason": {"type": "stop"}}, "finish reason 'stop'"),
+    ({"completion_tokens": "32"}, "no completion tokens reported"),
+    ({"completion_tokens": True}, "no completion tokens reported"),
+    ({"first_token_latency": None}, "has no first_token_latency"),
+    ({"e2e_latency": -3}, "is not a duration"),
+])
+def test_a_request_whose_report_does_not_add_up_is_not_completed(change, says):
+    meta = {**GOOD, **change}
+    result = calibration.run(_Client({k: v for k, v in meta.items() if v is not None}), 1, 32, 10.0, 1.0)
+    (request,) = result.requests
+    assert says in request.error and not result.completed
+    assert result.decode_tok_s() is None
+
+
+def test_an_honest_report_is_completed_in_engine_time():
+    result = calibration.run(_Client(GOOD), 2, 32, 10.0, 1.0)
+    assert len(result.completed) == 2 and result.elapsed_s == pytest.approx(2.0)
+    assert result.decode_tok_s() == pytest.approx(31 / 0.8)
+
+
+def test_the_engine_budget_counts_engine_seconds():
+    slow = {**GOOD, "e2e_latency": 6.0}  # 6 engine s a request against a 10 s budget: the third is never sent
+    result = calibration.run(_Client(slow), 3, 32, 10.0, 1.0)
+    assert len(result.requests) == 2 and result.budget_exhausted
