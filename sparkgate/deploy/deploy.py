@@ -262,7 +262,10 @@ def _wait_and_prove(options, project, loaded, url, started, timings, say) -> Dep
         timings["post_smoke"] = round(time.monotonic() - started, 2)
         if smoke.returncode != 0:
             say(smoke.stdout[-2000:])
-            return _refused(options, project, url, timings, say, "post-admission smoke through the gateway failed", verdict)
+            said = (smoke.stderr.strip().splitlines() or smoke.stdout.strip().splitlines() or ["no output"])[-1]
+            return _refused(options, project, url, timings, say,
+                            f"post-admission smoke through the gateway failed (pytest exit {smoke.returncode}: "
+                            f"{said[:200]})", verdict)
         say("      " + (smoke.stdout.strip().splitlines() or ["passed"])[-1])
     say(f"admitted: {url} serves {loaded.profile.model.served_name} ({loaded.profile.name}, {options.target})")
     if options.monitoring:
