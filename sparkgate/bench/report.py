@@ -111,6 +111,10 @@ def _flags(run: runs.Run, numbers: dict, base: dict, is_base: bool) -> list[str]
             flags.append(f"{REGRESSION}: accept length {accept:.2f} < {floor}: the draft is rejected (a draft LM "
                          f"head that does not share the FP8 head reads 1.00; published {BROKEN_DRAFT.decode_tok_s} "
                          "tok/s in that state)")
+    timing, base_timing = numbers.get("timing"), base.get("timing")
+    if not is_base and timing != base_timing:
+        flags.append(f"timing differs from the baseline's ({timing or 'unknown'} vs {base_timing or 'unknown'}): one "
+                     "is the engine's own accounting, the other a client's stopwatch; compare runs of the same --api")
     truncated = numbers.get("truncated") or 0
     if truncated and summary.get("workload", {}).get("scored"):
         flags.append(f"{truncated} answer(s) hit max_tokens: accuracy and latency are biased")

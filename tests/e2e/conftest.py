@@ -125,6 +125,14 @@ def _deploy(name: str, out_root, profile: str, faults: tuple[str, ...] = (), **e
 
 def _remove(stack: Stack) -> None:
     stack.project.compose("down", "--remove-orphans", "--volumes", "-t", "3", check=False)
+    # What the last compose file no longer declares (a project redeployed with another profile, e.g. a DSpark
+    # volume after switching back to NEXTN) is found by the project's label.
+    label = f"label=com.docker.compose.project={stack.project.name}"
+    for kind in ("volume", "network"):
+        listed = subprocess.run(["docker", kind, "ls", "-q", "--filter", label], capture_output=True, text=True)
+        names = listed.stdout.split()
+        if names:
+            subprocess.run(["docker", kind, "rm", *names], capture_output=True, check=False)
 
 
 @pytest.fixture

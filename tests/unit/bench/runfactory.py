@@ -19,7 +19,7 @@ def write_requests(root: Path, run_id: str, records: list[dict]) -> Path:
 
 def make_run(root: Path, run_id: str, profile: str, *, speed: float, correct: list[bool], accept: float | None = None,
              requested: tuple[str, ...] = (), fingerprint: str = "fp-1", label: str | None = None,
-             target: str = "spark", workload: str = "gsm8k", tokens: int = 500) -> Path:
+             target: str = "spark", workload: str = "gsm8k", tokens: int = 500, timing: str = "engine") -> Path:
     records = []
     for index, ok in enumerate(correct):
         decode = (tokens - 1) / speed
@@ -27,7 +27,7 @@ def make_run(root: Path, run_id: str, profile: str, *, speed: float, correct: li
             "index": index, "item_id": f"q{index}", "completion_tokens": tokens, "ttft_s": 0.2,
             "decode_s": decode, "e2e_s": 0.2 + decode, "text_chunks": tokens,
             "spec_verify_ct": round(tokens / accept) if accept else None, "finish_reason": "stop",
-            "expected": "1", "correct": ok, "error": None,
+            "expected": "1", "correct": ok, "error": None, "timing": timing,
         })
     path = write_requests(root, run_id, records)
     results = stats.summarize(records)

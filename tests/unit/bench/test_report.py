@@ -65,3 +65,12 @@ def test_incomplete_runs_are_refused(tmp_path):
         runs.load(tmp_path / "half")
     with pytest.raises(runs.RunError, match="no run"):
         runs.load("nope", tmp_path)
+
+
+def test_a_run_timed_by_another_clock_than_the_baselines_is_flagged(tmp_path):
+    base = make_run(tmp_path, "b", "baseline", speed=37.8, correct=[True] * 4)
+    client = make_run(tmp_path, "c", "all-three", speed=53.9, correct=[True] * 4, accept=2.68,
+                      requested=("humming", "fp8_lm_head", "mtp"), timing="client")
+    rows = report.compare([runs.load(base), runs.load(client)]).rows
+    assert not any("timing differs" in flag for flag in rows[0].flags)
+    assert any("timing differs from the baseline's (client vs engine)" in flag for flag in rows[1].flags)
