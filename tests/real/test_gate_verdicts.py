@@ -7,9 +7,11 @@ CPU engine by name, with what it really runs. And the three silent failures spar
 asked for and Triton running, the fork's FP8 variable ignored by stock SGLang, and the all-three profile (FP8 head +
 NEXTN) against stock NEXTN is refused by the module-sharing check with `module_shared: false` observed.
 
-A tiny CPU model's tok/s says nothing about a Spark, so the speed floors are left out of the exact flip sets (the
-simulator e2e tests prove them). The calibration itself is judged on the engine's own timing, which SGLang reports
-only with --enable-metrics: metrics off flips it and engine.client_timing, for want of that evidence.
+A tiny CPU model's tok/s says nothing about a Spark, and a real CPU engine's speed is the host's (its engine time
+is real time, so a loaded host really makes it slow and can spend the calibration's time budget): the speed floors
+and the calibration are left out of the exact flip sets (the simulator e2e tests prove them). The calibration is
+judged on the engine's own timing, which SGLang reports only with --enable-metrics: metrics off leaves it with
+none, whatever the load, and flips engine.client_timing for want of that evidence.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ pytestmark = pytest.mark.real
 
 # The installed SGLang's version, read from its metadata (importing sglang at collection costs ~13 s per worker).
 SGLANG_VERSION = version("sglang")
-TIMING = {"engine.speed_floor", "engine.speed_vs_baseline"}
+TIMING = {"engine.speed_floor", "engine.speed_vs_baseline", "engine.calibration"}
 DENSE_PROFILE = "fp8-lm-head"  # the baseline's checks plus the FP8 head's: fp32 on/off has a check to flip
 MTP_PROFILE = "mtp"
 
@@ -83,7 +85,7 @@ def test_the_reference_passes_every_configuration_and_probe_check(dense_verdicts
 def test_launch_settings_flip_exactly_their_checks(dense_verdicts):
     flips = exact_flips(dense_verdicts["reference"], dense_verdicts[ELSEWHERE])
     flipped = {"engine.batch1", "fp8_lm_head.config_echo", "engine.identity", "engine.probe_report",
-               "engine.calibration", "engine.client_timing"}  # metrics off: no engine timing for the calibration
+               "engine.client_timing"}  # metrics off: no engine timing for the calibration
     assert flips == {check: (True, False) for check in flipped}, flips
 
 
@@ -106,8 +108,7 @@ def test_metrics_off_leaves_the_calibration_without_the_engines_timing(dense_ver
     calibration = gate.by_name(dense_verdicts[ELSEWHERE])["engine.calibration"]
     assert not calibration.passed and calibration.observed["completed"] == 0
     assert all("first_token_latency" in error for error in calibration.observed["errors"]), calibration.observed
-    reference = gate.by_name(dense_verdicts["reference"])
-    assert reference["engine.calibration"].passed and reference["engine.client_timing"].passed
+    assert gate.by_name(dense_verdicts["reference"])["engine.client_timing"].passed
 
 
 def test_metrics_off_changes_what_the_metrics_check_saw_not_the_outcome(dense_verdicts):
