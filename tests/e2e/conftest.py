@@ -113,6 +113,9 @@ def _deploy(name: str, out_root, profile: str, faults: tuple[str, ...] = (), **e
         profile=profile, target="sim", project=name, out=out_root / name, port=port, sim_faults=tuple(faults),
         sim_admin=True, sim_time_scale=E2E_SCALE, sim_startup_s=E2E_STARTUP_S, recheck_period_s=E2E_PERIOD_S,
         budget_s=180,
+        # The deploy's own post-admission smoke (pytest on the host) runs where a test asks for it: the shared
+        # all-three stack and the baseline deploy prove that step; elsewhere it would only repeat it.
+        post_smoke=False,
     )
     options = deploy_mod.DeployOptions(**{**defaults, **extra})
     lines: list[str] = []
@@ -192,7 +195,8 @@ def healthy_all_three(_shared_all_three, tmp_path_factory) -> Stack:
             stack = None
     if stack is None:
         count = _shared_all_three["deploys"] = _shared_all_three.get("deploys", 0) + 1
-        stack = _deploy(f"sparkgate-t-shared-{os.getpid()}-{count}", tmp_path_factory.mktemp("shared"), "all-three")
+        stack = _deploy(f"sparkgate-t-shared-{os.getpid()}-{count}", tmp_path_factory.mktemp("shared"), "all-three",
+                        post_smoke=True)
         assert stack.result.admitted, stack.result.reason
         _shared_all_three["stack"] = stack
     return stack

@@ -73,20 +73,23 @@ def test_host_side_testinfra_suite_passes(healthy_all_three):
 
 
 def test_baseline_admitted(deploy_stack):
-    stack = deploy_stack("baseline")
+    stack = deploy_stack("baseline", post_smoke=True)
     assert stack.result.admitted, stack.result.reason
+    assert stack.result.timings["post_smoke"] > 0  # the deploy's own smoke through the gateway ran, and passed
     status, body = stack.get("/v1/models")
     assert status == 200 and MODEL in [m["id"] for m in body["data"]]
 
 
-# Three whole stacks, one per kind of failure the gate exists for: the FP8-head trap, a silent fallback, missing
-# evidence. The gateway path they prove (closed, 503 naming the check, nothing forwarded) is the same for every
-# fault; each of the simulator's faults is refused by its own check in tests/unit/evidence/test_verify_against_sim.py
-# (fp8-env-ignored, mtp-draft-missing and cuda-graph-off there too).
+# Two whole stacks for the kinds of failure the gate exists for: the FP8-head trap with a silent fallback (two faults
+# that independent checks read), and missing evidence on a stock image (no probe report, the fork's variable
+# ignored). The gateway path they prove (closed, 503 naming every failing check, nothing forwarded) is the same for
+# every fault; each of the simulator's faults is refused by its own check, alone, in
+# tests/unit/evidence/test_verify_against_sim.py (fp8-env-ignored, mtp-draft-missing and cuda-graph-off there too).
 REFUSALS = {
-    "draft-lm-head-unshared": "mtp.lm_head_module_shared",
-    "humming-fallback": "humming.moe_layers_target",
-    "probe-missing": "engine.probe_report",
+    "fp8 trap and silent fallback": ({"faults": ("draft-lm-head-unshared", "humming-fallback")},
+                                     {"mtp.lm_head_module_shared", "humming.moe_layers_target"}),
+    "missing evidence on a stock image": ({"faults": ("probe-missing",), "sim_image": "stock"},
+                                          {"engine.probe_report", "fp8_lm_head.env_declared"}),
 }
 
 
@@ -112,32 +115,26 @@ def _closed_verdict(stack, timeout_s: float = 60.0) -> dict:
         time.sleep(0.5)
 
 
-def assert_refused_by(stack, check: str) -> None:
-    """Closed with `check` failing, every client route answered 503 naming it, and nothing forwarded (read from
-    the kept engine's own counters)."""
+def assert_refused_by(stack, checks: set[str] | str) -> None:
+    """Closed with every one of `checks` failing, every client route answered 503 naming them, and nothing forwarded
+    (read from the kept engine's own counters)."""
+    checks = {checks} if isinstance(checks, str) else checks
     assert not stack.result.admitted
     verdict = _closed_verdict(stack)
     failing = {c["name"] for c in verdict["full"]["verification"]["checks"] if not c["passed"]}
-    assert check in failing, failing
+    assert checks <= failing, failing
     for path, body in (("/v1/models", None), ("/v1/chat/completions", CHAT), ("/generate", {"text": "hi"})):
         status, answer = stack.get(path, body)
         assert status == 503, (path, status, answer)
-        assert answer["error"].startswith("sparkgate gate closed") and check in answer["failing_checks"]
+        assert answer["error"].startswith("sparkgate gate closed") and checks <= set(answer["failing_checks"])
     assert forwarded(stack) == 0, "a request reached the engine through a closed gate"
 
 
-@pytest.mark.parametrize("fault", sorted(REFUSALS))
-def test_fault_refused_and_nothing_admitted(deploy_stack, fault):
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+def test_fault_refused_and_nothing_admitted(deploy_stack, case):
+    options, checks = REFUSALS[case]
     # The refused engine is kept running so its own request counters can be read afterwards.
-    assert_refused_by(deploy_stack("all-three", faults=(fault,), keep_refused_engine=True), REFUSALS[fault])
-
-
-def test_stock_image_refused(deploy_stack):
-    stack = deploy_stack("all-three", sim_image="stock", keep_refused_engine=True)
-    assert not stack.result.admitted
-    failing = {c["name"] for c in stack.verdict()["full"]["verification"]["checks"] if not c["passed"]}
-    assert "fp8_lm_head.env_declared" in failing
-    assert forwarded(stack) == 0
+    assert_refused_by(deploy_stack("all-three", keep_refused_engine=True, **options), checks)
 
 
 def test_crash_after_ready_closes_within_one_period_then_reopens(healthy_all_three):

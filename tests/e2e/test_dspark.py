@@ -19,13 +19,11 @@ DSPARK_CHECKS = {
     "dspark.drafter_config_read", "dspark.draft_cuda_graph", "dspark.proposal_not_eager", "dspark.accept_length",
     "dspark.speed_over_nextn",
 }
-# Fault -> the check that must name it (the engine keeps running, so the sentinel's verdict names it). A degraded
-# mode and the head trap as whole stacks; dspark-draft-graph-disabled is refused by its check in
-# tests/unit/test_dspark_verify_sim.py.
-REFUSALS = {
-    "dspark-proposal-eager": "dspark.proposal_not_eager",
-    "draft-lm-head-unshared": "dspark.lm_head_module_shared",
-}
+# A degraded mode and the head trap, in one whole stack (independent checks read them); each is refused alone by its
+# check, as is dspark-draft-graph-disabled, in tests/unit/test_dspark_verify_sim.py. The engine keeps running, so
+# the sentinel's verdict names both.
+REFUSED_FAULTS = ("dspark-proposal-eager", "draft-lm-head-unshared")
+REFUSING_CHECKS = {"dspark.proposal_not_eager", "dspark.lm_head_module_shared"}
 
 
 def test_dspark_admitted_with_every_dspark_check_passing(deploy_stack):
@@ -41,9 +39,8 @@ def test_dspark_admitted_with_every_dspark_check_passing(deploy_stack):
     assert forwarded(stack) >= 1
 
 
-@pytest.mark.parametrize("fault", sorted(REFUSALS))
-def test_dspark_fault_refused_and_nothing_admitted(deploy_stack, fault):
-    assert_refused_by(deploy_stack("dspark", faults=(fault,), keep_refused_engine=True), REFUSALS[fault])
+def test_dspark_faults_refused_and_nothing_admitted(deploy_stack):
+    assert_refused_by(deploy_stack("dspark", faults=REFUSED_FAULTS, keep_refused_engine=True), REFUSING_CHECKS)
 
 
 def test_missing_drafter_refused_at_startup_with_its_check_named(deploy_stack):

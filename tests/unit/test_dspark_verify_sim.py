@@ -33,6 +33,7 @@ def test_healthy_dspark_is_admitted(start_profile, tmp_path):
 FAULTS = {
     "dspark-draft-graph-disabled": {"dspark.draft_cuda_graph"},
     "dspark-proposal-eager": {"dspark.proposal_not_eager"},
+    "draft-lm-head-unshared": {"dspark.lm_head_module_shared"},  # the head trap, with DSpark's drafter
 }
 
 
