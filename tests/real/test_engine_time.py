@@ -3,8 +3,8 @@
 The gate reads a request's decode time as meta_info `e2e_latency - first_token_latency` and its TTFT as
 `first_token_latency` (sparkgate/sglang/request_timing.py). Here, on a real engine, that is the same quantity as
 SGLang's own `decode_throughput`, as the Prometheus histograms `sglang:e2e_request_latency_seconds` minus
-`sglang:time_to_first_token_seconds` add up across the request, and (a real engine's clock is real time) as a
-client's stopwatch, within the stream's transport. SGLang's `GET /health` generates a token, yet never moves
+`sglang:time_to_first_token_seconds` add up across the request, and (a real engine's clock is real time) never
+ahead of a client's stopwatch. SGLang's `GET /health` generates a token, yet never moves
 those histograms (its request is sent with log_metrics=False), so a health poll does not blur the window.
 """
 
@@ -17,6 +17,7 @@ import urllib.request
 import pytest
 
 from sparkgate.evidence import metrics as metrics_mod
+from sparkgate.evidence.common import CLIENT_SLACK_WALL_S, CLIENT_SLOWDOWN_FACTOR
 from sparkgate.sglang import request_timing
 
 pytestmark = pytest.mark.real
@@ -65,9 +66,12 @@ def test_the_engines_decode_time_is_its_own_accounting_three_ways(dense_engine):
     # 2. the histograms moved by exactly this request (one more observation), and by its timing
     assert after[REQUESTS] - before[REQUESTS] == 1
     assert (after[E2E] - before[E2E]) - (after[TTFT] - before[TTFT]) == pytest.approx(timing.decode_s, rel=0.02, abs=2e-3)
-    # 3. a real engine's clock is real time: the client's stopwatch agrees but for the stream's transport
-    assert client_decode == pytest.approx(timing.decode_s, rel=0.5, abs=0.25), (client_decode, timing.decode_s)
-    assert client_ttft >= 0 and timing.ttft_s <= client_ttft + 0.25
+    # 3. a real engine's clock is real time: the client cannot see the request end before the engine says it ended,
+    # and its view of the decode stays within the gate's own bound. (Its first-to-last chunk time alone is no
+    # measure: on a loaded host the server coalesced every chunk of this stream into one burst, 2 ms apart, for a
+    # decode the engine timed at 0.31 s; that is why the gate judges the engine's figure.)
+    assert client_ttft + client_decode >= timing.e2e_s - 0.05, (client_ttft, client_decode, timing)
+    assert client_decode <= CLIENT_SLOWDOWN_FACTOR * timing.decode_s + CLIENT_SLACK_WALL_S, (client_decode, timing)
 
 
 def test_health_polls_do_not_move_the_timing_histograms(dense_engine):
