@@ -221,8 +221,7 @@ def run_one(target: Target, index: int, item: Item, sampling: Sampling, max_toke
                 reason = meta.get("finish_reason")
                 if reason:
                     record.finish_reason = reason.get("type") if isinstance(reason, dict) else str(reason)
-                    tokens = meta.get("completion_tokens")
-                    usage_tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else 0
+                    usage_tokens = request_timing.count(meta, "completion_tokens") or 0
                     record.prompt_tokens = meta.get("prompt_tokens")
                     _spec_fields(record, meta)
                     final_meta = meta

@@ -131,12 +131,6 @@ def wall_cap_s(time_budget_s: float, time_scale: float) -> float:
     return max(60.0, time_budget_s * time_scale * 4)
 
 
-def _count(meta: dict, key: str) -> int | None:
-    """A non-negative integer field of meta_info, or None (absent, a bool, a string, a float, negative)."""
-    value = meta.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
 def _one(client: EngineClient, index: int, max_new_tokens: int, budget_s: float,
          scale: float) -> tuple[RequestResult, float]:
     """One calibration request and the client's wall seconds it took."""
@@ -165,12 +159,12 @@ def _one(client: EngineClient, index: int, max_new_tokens: int, budget_s: float,
         # Only the final chunk carries a finish reason: without it the request did not complete.
         outcome.error = "stream ended without a final chunk (no finish_reason)"
         return outcome, spent
-    tokens = _count(meta, COMPLETION_TOKENS)
+    tokens = request_timing.count(meta, COMPLETION_TOKENS)
     outcome.completion_tokens = tokens or 0
     if first is not None and last is not None:
         outcome.client_ttft_wall_s = round(first - sent, 4)
         outcome.client_decode_wall_s = round(last - first, 4)
-    outcome.spec_verify_ct = _count(meta, SPEC_VERIFY_CT)
+    outcome.spec_verify_ct = request_timing.count(meta, SPEC_VERIFY_CT)
     accept = meta.get(SPEC_ACCEPT_LENGTH)
     if isinstance(accept, int | float) and not isinstance(accept, bool):
         outcome.spec_accept_length = float(accept)

@@ -106,15 +106,15 @@ def run_probe(client: EngineClient, timeout_s: float) -> ProbeResult:
     except EngineUnreachable as exc:
         return ProbeResult(None, 0, None, str(exc))
     meta = final.get("meta_info") or {}
-    tokens = int(meta.get(COMPLETION_TOKENS) or 0)
-    verifies = meta.get(SPEC_VERIFY_CT)
+    tokens = request_timing.count(meta, COMPLETION_TOKENS) or 0
+    verifies = request_timing.count(meta, SPEC_VERIFY_CT)
     if not tokens or not verifies:
         return ProbeResult(None, tokens, verifies, "the probe's meta_info has no speculative verify count")
     try:
         speed = request_timing.from_meta(meta, tokens).decode_tok_s()
     except request_timing.TimingMissing:
         speed = None  # the accept length is still judged; the plot simply has no point for this probe
-    return ProbeResult(tokens / int(verifies), tokens, int(verifies),
+    return ProbeResult(tokens / verifies, tokens, verifies,
                        decode_tok_s=None if speed is None else round(speed, 2))
 
 

@@ -26,7 +26,6 @@ from sparkgate.sglang import conformance as C
 E2E_LATENCY = C.string_("meta_e2e_latency")
 FIRST_TOKEN_LATENCY = C.string_("meta_first_token_latency")
 DECODE_THROUGHPUT = C.string_("meta_decode_throughput")
-COMPLETION_TOKENS = C.string_("meta_completion_tokens")
 
 # A request's engine time is refused as evidence beyond this (one hour): a value like 1e300 is not a timing.
 MAX_SECONDS = 3600.0
@@ -76,3 +75,10 @@ def from_meta(meta: dict[str, Any], completion_tokens: int) -> EngineTiming:
     if e2e < ttft:
         raise TimingMissing(f"meta_info {E2E_LATENCY}={e2e:g} s is shorter than {FIRST_TOKEN_LATENCY}={ttft:g} s")
     return EngineTiming(ttft_s=ttft, e2e_s=e2e, completion_tokens=completion_tokens)
+
+
+def count(meta: dict[str, Any], key: str) -> int | None:
+    """A non-negative integer field of meta_info (a token or step count), or None: absent, a bool, a string, a
+    float or negative is no count."""
+    value = meta.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
