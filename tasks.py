@@ -8,9 +8,10 @@ from sparkgate.tasks import bench, bundle, dev, fleet, images, model, sglang, st
 ns = Collection()
 # Defaults typed once (sparkgate/defaults.py); override with invoke's config, e.g. INVOKE_SPARKGATE_GATEWAY_PORT.
 ns.configure({"sparkgate": defaults.invoke_config()})
-for collection in (bench.ns, bundle.ns, dev.ns, stack.ns):
+for collection in (bench.ns, bundle.ns, stack.ns):
     for name, task_obj in collection.tasks.items():
         ns.add_task(task_obj, name=name)
+ns.add_collection(dev.ns)  # invoke test, test.gpu-pack, test.gpu
 ns.add_collection(images.ns)
 ns.add_collection(sglang.ns)
 ns.add_collection(fleet.ns)

@@ -28,6 +28,10 @@ if not __import__("os").environ.get("SPARKGATE_BUNDLE"):
     collect_ignore.append("infra")
 if not __import__("os").environ.get("SPARKGATE_SMOKE_URL"):
     collect_ignore.append("smoke")
+# tests/gpu runs on a CUDA machine only, by its own command (bash tests/gpu/run sets this); elsewhere it is not
+# collected at all (its recorded evidence is asserted by tests/unit/test_gpu_records.py), never skipped.
+if __import__("os").environ.get("SPARKGATE_GPU_LANE") != "1":
+    collect_ignore.append("gpu")
 
 
 # No skipped test is counted as passing: a run with skips fails (set SPARKGATE_ALLOW_SKIPS=1 for local

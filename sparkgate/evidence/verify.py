@@ -72,8 +72,10 @@ def verify(
     meminfo_path: str | None = None,
     calibrate: bool = True,
     progress: Callable[[str], None] = lambda _: None,
+    client: EngineClient | None = None,
 ) -> Verdict:
-    client = EngineClient(engine_url, api_key=api_key)
+    """`client`: another EngineClient for `engine_url` (recording.py's recording or replaying one)."""
+    client = client if client is not None else EngineClient(engine_url, api_key=api_key)
     progress(f"gathering evidence from {engine_url} (calibration: {'on' if calibrate else 'off'})")
     evidence = gather(client, expectations, log, calibrate=calibrate, admin_key_file=admin_key_file,
                       meminfo_path=meminfo_path)

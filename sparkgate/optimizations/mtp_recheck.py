@@ -140,6 +140,15 @@ def counters_missing(floor: float) -> CheckResult:
     )
 
 
+def counters_read(now: Counters) -> CheckResult:
+    """The counters acceptance is judged from are there (the failing twin: counters_missing)."""
+    return checked(
+        "sentinel.accept_counters", True, {"generation_tokens": now.tokens, "verify_calls": now.verifies},
+        f"{GENERATION_TOKENS} and {VERIFY_CALLS}", "GET /metrics",
+        "the engine's /metrics lost the speculative counters (restart, or --enable-metrics missing)",
+    )
+
+
 def read_engine_counters(client: EngineClient) -> Counters | None:
     try:
         return read_counters(client.get_text("/metrics"))
@@ -165,7 +174,7 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
         now = now_activity = None
     if now is None or now_activity is None:
         return [counters_missing(floor)]
-    results: list[CheckResult] = []
+    results: list[CheckResult] = [counters_read(now)]
     start_counters = state.get("window_start") or now
     accept, calls = window_accept(start_counters, now)
     collapsed = looks_collapsed(start_counters, now)

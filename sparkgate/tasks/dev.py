@@ -1,4 +1,5 @@
-"""Developer tasks: the test suite."""
+"""Developer tasks: the test suite (`invoke test`), and the GPU lane (`invoke test.gpu-pack` here, `invoke test.gpu` or
+`bash tests/gpu/run` on a CUDA machine; docs/testing-gpu.md)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import sys
 from pathlib import Path
 
 from invoke import Collection, Exit, task
+
+from sparkgate.tasks.common import sparkgate_task
 
 PYTEST_NO_TESTS = 5
 # Three pytest-xdist workers: the real-SGLang lane, the fleet lab and the Docker end-to-end tests are mostly
@@ -69,4 +72,42 @@ def test(c, marker="", path="", dry_run=False, no_lint=False, under_load=False):
         raise Exit(code=code)
 
 
-ns = Collection(test)
+# -- the GPU lane (tests/gpu) ------------------------------------------------------------------------------------
+# What travels to a CUDA machine without a package index: the sglang 0.5.23 wheel's Python tree (its Rust
+# extensions are cp311-only and optional: SGLang falls back to Python), and cp312 wheels of what that machine lacks.
+GPU_PACK = REPO / ".whl"
+GPU_REQUIREMENTS = REPO / "tests" / "gpu" / "requirements.txt"
+GPU_SGLANG = "sglang==0.5.23"
+GPU_PYTHON = "3.12"
+# pip matches manylinux tags exactly: the tags the lane's wheels were published under.
+GPU_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
+                 "manylinux1_x86_64")
+# Left out of the trimmed tree: the diffusion package and SGLang's own test suite (never imported by the server),
+# compiled extensions (built for CPython 3.11), bytecode.
+GPU_TRIM_DIRS = ("sglang/multimodal_gen", "sglang/test")
+
+
+@sparkgate_task("test.gpu-pack", help={"dest": f"where the pack goes (default {GPU_PACK.name}/ in the checkout, "
+                                                "git-ignored)"})
+def gpu_pack(c, dest=""):
+    """Download what the GPU lane needs onto a networked machine: the trimmed SGLang tree and the wheels of
+    tests/gpu/requirements.txt, with a manifest of sha256 sums that tests/gpu/run checks before installing."""
+    from sparkgate.tasks.gpu_pack import pack
+
+    pack(Path(dest) if dest else GPU_PACK, sglang=GPU_SGLANG, requirements=GPU_REQUIREMENTS, python=GPU_PYTHON,
+         platforms=GPU_PLATFORMS, trim_dirs=GPU_TRIM_DIRS)
+
+
+@task
+def gpu(c):
+    """Run the GPU lane on this CUDA machine (tests/gpu/run: install the pack into a private directory, start the
+    real SGLang on CUDA with the test stand-ins, judge it with the gate, record the evidence)."""
+    code = subprocess.call(["bash", str(REPO / "tests" / "gpu" / "run")], cwd=REPO)
+    if code:
+        raise Exit(code=code)
+
+
+ns = Collection("test")
+ns.add_task(test, default=True)
+ns.add_task(gpu_pack)
+ns.add_task(gpu)

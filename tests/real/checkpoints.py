@@ -92,8 +92,9 @@ def build_tokenizer(dest: Path) -> dict[str, int]:
     }
 
 
-def build_tiny_llama(dest: Path) -> Path:
-    """A dense LlamaForCausalLM with seeded random weights (bf16, safetensors) plus the tokenizer."""
+def build_tiny_llama(dest: Path, seed: int = SEED) -> Path:
+    """A dense LlamaForCausalLM with seeded random weights (bf16, safetensors) plus the tokenizer. Another `seed`:
+    the same architecture and tokenizer with other weights (a draft that never agrees with the target)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -110,7 +111,7 @@ def build_tiny_llama(dest: Path) -> Path:
         tie_word_embeddings=False,
         **ids,
     )
-    torch.manual_seed(SEED)
+    torch.manual_seed(seed)
     model = LlamaForCausalLM(config).to(torch.bfloat16)
     model.save_pretrained(dest)
     return dest

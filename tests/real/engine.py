@@ -62,6 +62,19 @@ BASE_ARGS = (
     "--sleep-on-idle",
     "--random-seed", "0",
 )
+# A CUDA launch (tests/gpu): the triton attention backend and torch sampling (no flashinfer, no sgl-kernel
+# sampling ops), decode CUDA graphs at batch size 1 and no prefill graphs (their breakable capture needs more of
+# sgl-kernel and ~30 s); the KV pool capped (a tiny model on a 141 GB card would otherwise take 40 GB of it).
+CUDA_BASE_ARGS = (
+    "--sampling-backend", "pytorch",
+    "--attention-backend", "triton",
+    "--mem-fraction-static", "0.3",
+    "--max-total-tokens", "32768",
+    "--cuda-graph-max-bs-decode", "1",
+    "--cuda-graph-backend-prefill", "disabled",
+    "--skip-server-warmup",
+    "--random-seed", "0",
+)
 # NEXTN (MTP) speculation with the model's own MTP layer as the draft (the draft path defaults to the
 # model for NEXTN). Needs Launch(cpu_amx=True).
 NEXTN_ARGS = (
@@ -111,14 +124,18 @@ class Launch:
     # needed for EAGLE/NEXTN speculation on CPU; otherwise --attention-backend torch_native.
     cpu_amx: bool = False
     start_timeout_s: float = START_TIMEOUT_S
+    device: str = "cpu"  # "cuda": tests/gpu (CUDA_BASE_ARGS, the CUDA stand-ins of tests/gpu/stand_ins)
 
     @property
     def plugins(self) -> list[str]:
         return [name for name, on in ((PROBE_PLUGIN, self.probe), (CPU_PLATFORM_PLUGIN, self.cpu_amx)) if on]
 
     def server_args(self, port: int) -> list[str]:
-        argv = ["--model-path", str(self.model_path), "--host", HOST, "--port", str(port), *BASE_ARGS]
-        argv += ["--attention-backend", "intel_amx" if self.cpu_amx else "torch_native"]
+        argv = ["--model-path", str(self.model_path), "--host", HOST, "--port", str(port)]
+        if self.device == "cuda":
+            argv += CUDA_BASE_ARGS
+        else:
+            argv += [*BASE_ARGS, "--attention-backend", "intel_amx" if self.cpu_amx else "torch_native"]
         if self.metrics:
             argv.append("--enable-metrics")
         if self.served_model_name is not None:
@@ -222,12 +239,18 @@ class RealEngine:
         self.url = f"http://{HOST}:{self.port}"
         self.log_path = run_dir / "server.log"
         self.argv = [sys.executable, "-m", "sglang.launch_server", *launch.server_args(self.port)]
-        site = write_site_dir(run_dir / "site")
+        if launch.device == "cuda":
+            from tests.gpu.site import sglang_site, write_cuda_site_dir
+
+            python_path = [str(write_cuda_site_dir(run_dir / "site")), *sglang_site()]
+            base_env = {k: v for k, v in BASE_ENV.items() if k != "SGLANG_USE_CPU_ENGINE"}
+        else:
+            python_path, base_env = [str(write_site_dir(run_dir / "site"))], BASE_ENV
         self.env = {
             **_clean_environ(),
-            **BASE_ENV,
+            **base_env,
             "HF_HOME": str(run_dir / "hf-home"),  # remote-code config modules land here, not in ~/.cache
-            "PYTHONPATH": str(site),
+            "PYTHONPATH": os.pathsep.join(python_path),
             "SGLANG_PLUGINS": ",".join(launch.plugins) or NO_PLUGINS,
             **launch.env,
         }

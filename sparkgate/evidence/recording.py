@@ -1,0 +1,159 @@
+"""Every answer a verification got from the engine, kept so the verdict can be judged again without an engine.
+
+    client = RecordingClient(url)                 # an EngineClient that keeps each exchange
+    verdict = verify(url, expectations, log, client=client)
+    recorded = Recording.of(client, expectations, log, verdict)  # what the checks read, and what they said
+    again = replay(recorded)                       # the same checks, current code, the recorded answers
+
+An exchange is one call the gatherer made (the HTTP status of a GET, a GET or POST's text, a streamed
+/generate's chunks with their arrival offsets) or the error it met. Replay answers the same calls in the same
+order; a call the recording does not hold is a ReplayMismatch (the code now asks for evidence that was never
+recorded: a replay cannot judge it and says so). Client stopwatch readings replay as recorded offsets.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sparkgate.evidence.client import EngineClient, EngineUnreachable
+from sparkgate.evidence.logs import EngineLog
+
+RECORDING_VERSION = 1
+Call = Literal["status", "GET", "POST", "stream"]
+
+
+class Exchange(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    call: Call
+    path: str
+    body: dict[str, Any] | None = None
+    status: int | None = None  # call "status": the HTTP status (0: nothing answered)
+    text: str | None = None  # GET / POST: the answer's text
+    chunks: list[tuple[float, dict[str, Any]]] | None = None  # stream: (seconds after sending, chunk)
+    error: str | None = None  # EngineUnreachable's message
+    timed_out: bool = False
+
+
+class Recording(BaseModel):
+    """What one verification read, and the verdict it gave then."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    recording_version: Literal[1] = RECORDING_VERSION
+    engine_url: str
+    expectations: dict[str, Any]
+    log_source: str
+    log_text: str | None
+    log_error: str | None = None
+    calibrate: bool = True
+    exchanges: list[Exchange] = Field(default_factory=list)
+    verdict: dict[str, Any]
+
+    @classmethod
+    def of(cls, client: RecordingClient, expectations: dict, log: EngineLog, verdict, *,
+           calibrate: bool = True) -> Recording:
+        return cls(engine_url=client.base_url, expectations=expectations, log_source=log.source, log_text=log.text,
+                   log_error=log.error, calibrate=calibrate, exchanges=list(client.exchanges),
+                   verdict=verdict.as_dict())
+
+    def log(self) -> EngineLog:
+        return EngineLog(self.log_source, self.log_text, self.log_error)
+
+
+@dataclass(frozen=True)
+class RecordingClient(EngineClient):
+    """An EngineClient that keeps every exchange, errors included, in the order they happened."""
+
+    exchanges: list[Exchange] = field(default_factory=list)
+
+    def status(self, path: str) -> int:
+        code = super().status(path)
+        self.exchanges.append(Exchange(call="status", path=path, status=code))
+        return code
+
+    def _fetch(self, method: str, path: str, body: dict | None = None, timeout: float | None = None) -> str:
+        call: Call = "POST" if method == "POST" else "GET"
+        try:
+            text = super()._fetch(method, path, body, timeout)
+        except EngineUnreachable as exc:
+            self.exchanges.append(Exchange(call=call, path=path, body=body, error=str(exc), timed_out=exc.timed_out))
+            raise
+        self.exchanges.append(Exchange(call=call, path=path, body=body, text=text))
+        return text
+
+    def stream_generate(self, body: dict, timeout: float) -> Iterator[tuple[float, dict]]:
+        sent = time.monotonic()
+        chunks: list[tuple[float, dict[str, Any]]] = []
+        try:
+            for arrived, chunk in super().stream_generate(body, timeout):
+                chunks.append((round(arrived - sent, 6), chunk))
+                yield arrived, chunk
+        except EngineUnreachable as exc:
+            self.exchanges.append(Exchange(call="stream", path="/generate", body=body, chunks=chunks,
+                                           error=str(exc), timed_out=exc.timed_out))
+            raise
+        self.exchanges.append(Exchange(call="stream", path="/generate", body=body, chunks=chunks))
+
+
+class ReplayMismatch(Exception):
+    """The code under replay made a call the recording does not hold at that point."""
+
+
+@dataclass(frozen=True)
+class ReplayClient(EngineClient):
+    """Answers each call with the next recorded exchange, which must be the same call (kind, path, body)."""
+
+    exchanges: tuple[Exchange, ...] = ()
+    cursor: list[int] = field(default_factory=lambda: [0])
+
+    def _next(self, call: Call, path: str, body: dict | None) -> Exchange:
+        index = self.cursor[0]
+        if index >= len(self.exchanges):
+            raise ReplayMismatch(f"call {index + 1} ({call} {path}) is beyond the {len(self.exchanges)} recorded")
+        recorded = self.exchanges[index]
+        if (recorded.call, recorded.path, recorded.body) != (call, path, body):
+            raise ReplayMismatch(f"call {index + 1}: the code asks {call} {path}, the recording holds "
+                                 f"{recorded.call} {recorded.path}" + (" (another body)" if recorded.path == path else ""))
+        self.cursor[0] = index + 1
+        return recorded
+
+    @property
+    def unused(self) -> int:
+        return len(self.exchanges) - self.cursor[0]
+
+    def status(self, path: str) -> int:
+        recorded = self._next("status", path, None)
+        return recorded.status if recorded.status is not None else 0
+
+    def _fetch(self, method: str, path: str, body: dict | None = None, timeout: float | None = None) -> str:
+        recorded = self._next("POST" if method == "POST" else "GET", path, body)
+        if recorded.error is not None or recorded.text is None:
+            raise EngineUnreachable(recorded.error or f"{method} {path}: no answer recorded", recorded.timed_out)
+        return recorded.text
+
+    def stream_generate(self, body: dict, timeout: float) -> Iterator[tuple[float, dict]]:
+        recorded = self._next("stream", "/generate", body)
+        sent = time.monotonic()
+        for offset, chunk in recorded.chunks or []:
+            yield sent + offset, chunk
+        if recorded.error is not None:
+            raise EngineUnreachable(recorded.error, recorded.timed_out)
+
+
+def replay(recording: Recording, *, meminfo_path: str | None = None):
+    """The verdict the current code gives on the recorded answers (sparkgate.evidence.verify.verify, no engine)."""
+    from sparkgate.evidence.verify import verify  # verify imports the gatherer, which this module must not
+
+    client = ReplayClient(recording.engine_url, exchanges=tuple(recording.exchanges))
+    verdict = verify(recording.engine_url, recording.expectations, recording.log(), client=client,
+                     calibrate=recording.calibrate, meminfo_path=meminfo_path)
+    if client.unused:
+        raise ReplayMismatch(f"{client.unused} recorded call(s) were never asked for: the code reads less than was "
+                             "recorded, or in another order")
+    return verdict

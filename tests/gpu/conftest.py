@@ -1,0 +1,212 @@
+"""The GPU lane (tests/gpu, marker `gpu`): the real SGLang 0.5.23 on CUDA with CUDA graphs, judged by the gate.
+
+Run on a CUDA machine with `bash tests/gpu/run` (or `invoke test.gpu`); never collected by `pytest tests` elsewhere
+(tests/conftest.py ignores this folder unless SPARKGATE_GPU_LANE=1), and without CUDA it fails, never skips.
+
+Each launch starts once (session fixture, one server at a time through tests/real's EngineSlot), is judged with the
+product's own `verify` through a recording client, and its evidence is written at once (tests/gpu/records.py), so
+a later failing assertion never loses what the engine printed. The tests then assert on those results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkgate.evidence import logs
+from sparkgate.evidence.client import EngineClient
+from sparkgate.evidence.recheck import RecheckContext
+from sparkgate.evidence.recording import Recording, RecordingClient
+from sparkgate.evidence.results import Verdict
+from sparkgate.evidence.verify import verify
+from sparkgate.optimizations import mtp_recheck
+from tests.gpu import records
+from tests.real import gate
+from tests.real.checkpoints import DUMMY_WEIGHTS_ARGS, build_tiny_bailing_v2, build_tiny_llama
+from tests.real.engine import NEXTN_ARGS, EngineSlot, EngineStartError, Launch, RealEngine, standalone_args
+
+SGLANG_VERSION = version("sglang")
+DRAFT_TRAP_SEED = 1  # another tiny llama's weights: a draft that never agrees with its target
+RECHECK_PERIOD_S = 1.0
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "tests/gpu/" in str(item.path):
+            item.add_marker(pytest.mark.gpu)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cuda_present():
+    import torch
+
+    assert torch.cuda.is_available(), "the GPU lane needs CUDA (it never skips): run it on a CUDA machine"
+
+
+@pytest.fixture(scope="session")
+def checkpoints(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("checkpoints")
+    return {
+        "llama": build_tiny_llama(root / "tiny-llama"),
+        "llama-other-seed": build_tiny_llama(root / "tiny-llama-other-seed", seed=DRAFT_TRAP_SEED),
+        "bailing": build_tiny_bailing_v2(root / "tiny-bailing-v2"),
+    }
+
+
+@dataclass(frozen=True)
+class GpuLaunch:
+    """One launch of the lane: how it starts, the profiles it is judged against, what it is."""
+
+    name: str
+    launch: Launch
+    profiles: tuple[str, ...]
+    architecture: str
+    speculative: bool = False
+
+
+def launches(paths: dict[str, Path]) -> dict[str, GpuLaunch]:
+    llama = Launch(model_path=paths["llama"], served_model_name="tiny-llama", max_running_requests=1, device="cuda")
+    bailing = Launch(model_path=paths["bailing"], served_model_name="tiny-bailing-v2", max_running_requests=1,
+                     device="cuda", extra_args=(*DUMMY_WEIGHTS_ARGS, "--moe-runner-backend", "triton"))
+    dense = "LlamaForCausalLM"
+    return {g.name: g for g in (
+        GpuLaunch("dense-graphs", llama, ("baseline",), dense),
+        GpuLaunch("dense-eager", dataclasses.replace(
+            llama, extra_args=("--cuda-graph-backend-decode", "disabled")), ("baseline",), dense),
+        GpuLaunch("standalone-self", dataclasses.replace(
+            llama, extra_args=standalone_args(paths["llama"])), ("mtp",), dense, speculative=True),
+        GpuLaunch("standalone-other-seed", dataclasses.replace(
+            llama, extra_args=standalone_args(paths["llama-other-seed"])), ("mtp",), dense, speculative=True),
+        GpuLaunch("moe-nextn", dataclasses.replace(
+            bailing, extra_args=(*bailing.extra_args, *NEXTN_ARGS)), ("mtp",), "BailingMoeV2ForCausalLM",
+            speculative=True),
+        GpuLaunch("dense-fp8", dataclasses.replace(
+            llama, extra_args=("--quantization", "fp8")), ("baseline",), dense),
+    )}
+
+
+@dataclass
+class LaunchResult:
+    """What one launch gave: its verdicts by profile, the re-checks, or the reason it never served."""
+
+    spec: GpuLaunch
+    engine_error: str | None = None
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    rechecks: list[dict[str, Any]] = field(default_factory=list)
+    startup_s: float | None = None
+    verify_s: dict[str, float] = field(default_factory=dict)
+    after: dict[str, Any] = field(default_factory=dict)
+
+    def checks(self, profile: str) -> dict:
+        assert self.engine_error is None, f"{self.spec.name} never served:\n{self.engine_error[-3000:]}"
+        return gate.by_name(self.verdicts[profile])
+
+
+def identity(spec: GpuLaunch) -> dict:
+    launch = spec.launch
+    return {"model_path": str(launch.model_path), "served_model_name": launch.served_model_name,
+            "sglang_version": SGLANG_VERSION, "architecture": spec.architecture}
+
+
+def _gpu_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0)
+
+
+def run_rechecks(engine: RealEngine, expectations: dict) -> list[dict[str, Any]]:
+    """The sentinel's MTP re-checks after admission: a window opens, a client sends traffic, the engine goes idle,
+    the re-check probes (the same calls the sentinel makes, sparkgate/optimizations/mtp_recheck.py)."""
+    ctx = RecheckContext("mtp", EngineClient(engine.url, timeout=30.0), RECHECK_PERIOD_S, expectations)
+    mtp_recheck.start(ctx)
+    for prompt in ("The quick brown fox", "Sphinx of black quartz"):
+        engine.generate(prompt, max_new_tokens=32)
+    results = [c.as_dict() for c in mtp_recheck.rechecks(ctx)]  # traffic in the window: not idle
+    time.sleep(RECHECK_PERIOD_S)
+    results += [c.as_dict() for c in mtp_recheck.rechecks(ctx)]  # idle after client traffic: the probe runs
+    return results
+
+
+def run_launch(slot: EngineSlot, spec: GpuLaunch) -> LaunchResult:
+    out = records.record_dir() / spec.name
+    result = LaunchResult(spec)
+    started = time.monotonic()
+    try:
+        engine = slot.fresh(spec.launch)
+    except EngineStartError as exc:
+        result.engine_error = str(exc)
+        records.write_json(out / "launch.json", {"name": spec.name, "error": str(exc)[-20000:]})
+        return result
+    result.startup_s = round(time.monotonic() - started, 2)
+    try:
+        # tests/real/observe.py's requests, sent when the slot started it: the differential's real side
+        records.write_json(out / "observation.json", dataclasses.asdict(slot.observation(spec.launch)))
+        for profile in spec.profiles:
+            expectations = gate.expectations_for(profile, engine, **identity(spec))
+            client = RecordingClient(engine.url, timeout=30.0)
+            log = logs.from_file(str(engine.log_path))
+            began = time.monotonic()
+            verdict = verify(engine.url, expectations, log, client=client)
+            result.verify_s[profile] = round(time.monotonic() - began, 2)
+            result.verdicts[profile] = verdict
+            records.write_json(out / f"{profile}.recording.json",
+                               json.loads(Recording.of(client, expectations, log, verdict).model_dump_json()))
+            if spec.speculative and profile == "mtp":
+                result.rechecks = run_rechecks(engine, expectations)
+                records.write_json(out / "rechecks.json", result.rechecks)
+        result.after = {"server_info": engine.server_info(), "metrics": engine.metrics_text()}
+        records.write_json(out / "after.json", result.after)
+    finally:
+        slot.stop()
+        (out / "server.log").write_bytes(engine.log_path.read_bytes())
+        records.write_json(out / "launch.json", {
+            "name": spec.name, "argv": engine.argv[engine.argv.index("sglang.launch_server") + 1:],
+            "sglang_version": SGLANG_VERSION, "gpu": _gpu_name(), "startup_s": result.startup_s,
+            "verify_s": result.verify_s, "profiles": list(spec.profiles), "architecture": spec.architecture,
+        })
+    return result
+
+
+@pytest.fixture(scope="session")
+def gpu_slot(tmp_path_factory):
+    slot = EngineSlot(tmp_path_factory.mktemp("gpu-sglang"))
+    yield slot
+    slot.stop()
+
+
+@pytest.fixture(scope="session")
+def gpu_launches(checkpoints) -> dict[str, GpuLaunch]:
+    return launches(checkpoints)
+
+
+_RESULTS: dict[str, LaunchResult] = {}
+
+
+@pytest.fixture(scope="session")
+def launch_result(gpu_slot, gpu_launches):
+    """launch_result(name): that launch's result, started on first use (the lane's modules go launch by launch)."""
+
+    def get(name: str) -> LaunchResult:
+        if name not in _RESULTS:
+            _RESULTS[name] = run_launch(gpu_slot, gpu_launches[name])
+        return _RESULTS[name]
+
+    return get
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _RESULTS:
+        return
+    terminalreporter.write_sep("-", "GPU lane launches (start -> ready, verify per profile, decode tok/s)")
+    for name, result in _RESULTS.items():
+        speeds = {p: v.calibration.get("decode_tok_s") for p, v in result.verdicts.items()}
+        failing = {p: sorted(gate.failing(v)) for p, v in result.verdicts.items()}
+        terminalreporter.write_line(f"{name}: ready {result.startup_s} s, verify {result.verify_s}, decode tok/s "
+                                    f"{speeds}, failing {failing}" + (" NEVER SERVED" if result.engine_error else ""))

@@ -1,0 +1,63 @@
+"""Install the pack of `invoke test.gpu-pack` into a private --target directory on the CUDA machine (stdlib only).
+
+    python3 tests/gpu/install_pack.py PACK SITE
+
+Every file must match the pack's MANIFEST.json (sha256, size) before anything is installed; the directory is built
+beside SITE and renamed into place, with a stamp of the manifest's digest, so a second run with the same pack is a
+no-op and an interrupted one leaves nothing half-installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+STAMP = ".sparkgate-pack"
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def main(pack: Path, site: Path) -> int:
+    manifest_path = pack / "MANIFEST.json"
+    if not manifest_path.is_file():
+        print(f"install_pack: {manifest_path} missing: run `invoke test.gpu-pack` on a networked machine and carry "
+              f"{pack.name}/ here", file=sys.stderr)
+        return 2
+    stamp = hashlib.sha256(manifest_path.read_bytes()).hexdigest()
+    if (site / STAMP).is_file() and (site / STAMP).read_text().strip() == stamp:
+        print(f"install_pack: {site} already holds this pack")
+        return 0
+    manifest = json.loads(manifest_path.read_text())
+    for name, want in manifest["files"].items():
+        path = pack / name
+        if not path.is_file() or path.stat().st_size != want["bytes"] or sha256(path) != want["sha256"]:
+            print(f"install_pack: {path} does not match MANIFEST.json (missing, truncated or altered)", file=sys.stderr)
+            return 2
+    staging = site.with_name(site.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    with zipfile.ZipFile(pack / "sglang-tree.zip") as tree:
+        tree.extractall(staging)
+    wheels = sorted(str(pack / name) for name in manifest["files"] if name.endswith(".whl"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--no-compile",
+                    "--no-cache-dir", "--target", str(staging), *wheels], check=True)
+    (staging / STAMP).write_text(stamp + "\n")
+    shutil.rmtree(site, ignore_errors=True)
+    staging.rename(site)
+    print(f"install_pack: {manifest['sglang']} and {len(wheels)} wheels in {site}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1]), Path(sys.argv[2])))

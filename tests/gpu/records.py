@@ -1,0 +1,118 @@
+"""The GPU lane's recorded evidence: written on the CUDA machine, kept in tests/fixtures/gpu/, replayed on CPU.
+
+On the GPU machine (tests/gpu/conftest.py), per launch, under $SPARKGATE_GPU_RECORD_DIR/<launch>/:
+
+    launch.json                 argv, startup seconds, the SGLang version, the GPU's name
+    server.log                  the engine's whole log
+    <profile>.recording.json    sparkgate.evidence.recording.Recording: every answer the verification read, and
+                                the verdict it gave
+    rechecks.json               the sentinel's re-check results after admission (speculative launches)
+    observation.json            tests/real/observe.py's requests right after the start (the differential's real side)
+    after.json                  /server_info and /metrics after everything
+
+Here: `python -m tests.gpu.records import gpu-records.tar.gz` replaces tests/fixtures/gpu/ with the archive's
+launches, refusing any member that is not one of those files of a launch directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from sparkgate.evidence.recording import Recording
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
+RECORD_ENV = "SPARKGATE_GPU_RECORD_DIR"
+LAUNCH_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,40}")
+MEMBER = re.compile(r"(launch\.json|server\.log|rechecks\.json|after\.json|observation\.json|[a-z0-9-]{1,40}\.recording\.json)")
+MAX_MEMBER_BYTES = 8 << 20
+
+
+def record_dir() -> Path:
+    return Path(os.environ.get(RECORD_ENV, "tests/artifacts/gpu"))
+
+
+def write_json(path: Path, value: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(value, indent=1, sort_keys=True) + "\n")
+    partial.replace(path)
+
+
+# -- reading (CPU tests) -----------------------------------------------------------------------------------------
+
+def launches(root: Path = FIXTURES) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def launch_info(name: str, root: Path = FIXTURES) -> dict[str, Any]:
+    return json.loads((root / name / "launch.json").read_text())
+
+
+def recordings(name: str, root: Path = FIXTURES) -> dict[str, Recording]:
+    """profile -> the recorded verification of launch `name` against it."""
+    suffix = ".recording.json"
+    return {p.name[: -len(suffix)]: Recording.model_validate_json(p.read_text())
+            for p in sorted((root / name).glob(f"*{suffix}"))}
+
+
+def rechecks(name: str, root: Path = FIXTURES) -> list[dict[str, Any]]:
+    path = root / name / "rechecks.json"
+    return json.loads(path.read_text()) if path.is_file() else []
+
+
+def after(name: str, root: Path = FIXTURES) -> dict[str, Any]:
+    return json.loads((root / name / "after.json").read_text())
+
+
+def server_log(name: str, root: Path = FIXTURES) -> str:
+    return (root / name / "server.log").read_text()
+
+
+# -- import (here, from the GPU machine's archive) -----------------------------------------------------------------
+
+class BadArchive(Exception):
+    pass
+
+
+def import_archive(archive: Path, dest: Path = FIXTURES) -> list[str]:
+    """Replace `dest` with the archive's launch directories (temp directory, then rename)."""
+    with tarfile.open(archive, "r:gz") as tar:
+        members = [m for m in tar.getmembers() if m.name not in (".", "./")]
+        for member in members:
+            parts = Path(member.name).parts
+            parts = parts[1:] if parts and parts[0] == "." else parts
+            if member.isdir() and len(parts) == 1 and LAUNCH_NAME.fullmatch(parts[0]):
+                continue
+            if not (member.isfile() and len(parts) == 2 and LAUNCH_NAME.fullmatch(parts[0])
+                    and MEMBER.fullmatch(parts[1]) and member.size <= MAX_MEMBER_BYTES):
+                raise BadArchive(f"{archive}: unexpected member {member.name!r} ({member.size} bytes)")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".gpu-import-") as tmp:
+            staging = Path(tmp) / "gpu"
+            tar.extractall(staging, members=[m for m in members if m.isfile()], filter="data")
+            for name in launches(staging):
+                for path in (staging / name).glob("*.recording.json"):
+                    Recording.model_validate_json(path.read_text())  # a record CPU tests cannot read is refused now
+            old = Path(tmp) / "old"
+            if dest.exists():
+                dest.rename(old)
+            staging.rename(dest)
+            shutil.rmtree(old, ignore_errors=True)
+    return launches(dest)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "import":
+        sys.exit("usage: python -m tests.gpu.records import gpu-records.tar.gz")
+    try:
+        print("imported:", ", ".join(import_archive(Path(sys.argv[2]))))
+    except (BadArchive, OSError, tarfile.TarError, ValueError) as exc:
+        sys.exit(f"tests.gpu.records: {exc}")

@@ -1,0 +1,116 @@
+"""Healthy engines pass: the gate against the real SGLang 0.5.23 on CUDA with CUDA graphs (tests/gpu/conftest.py).
+
+The tiny checkpoints have random weights, so the answers stage refuses every launch (it must: the replies are not
+the answers) and a tiny model's tok/s says nothing about a Spark, so the speed checks are only reported. Every
+other check the launch can exercise is asserted in the direction the engine really is: the graph checks pass where
+decode graphs were captured and used and flip where they are disabled; speculative acceptance passes where the
+target drafts for itself and refuses where the draft has other weights.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.real import gate
+
+ENGINE_CHECKS = ("engine.health", "engine.identity", "engine.architecture", "engine.batch1", "engine.probe_report",
+                 "engine.log", "engine.cuda_graph_capture_log", "engine.cuda_graph_passes", "engine.calibration",
+                 "engine.client_timing")
+GRAPH_CHECKS = {"engine.cuda_graph_capture_log", "engine.cuda_graph_passes"}
+TIMING = {"engine.speed_floor", "engine.speed_vs_baseline", "engine.calibration", "engine.client_timing"}
+ANSWERS = {"answers.cold_prefill", "answers.correct", "answers.greedy_repeatable"}
+
+
+def failures_of(checks: dict, names) -> dict:
+    return {name: checks[name].observed for name in names if not checks[name].passed}
+
+
+# --- dense, decode graphs on (the default) and off -------------------------------------------------------------
+
+def test_dense_with_graphs_passes_every_engine_check(launch_result):
+    checks = launch_result("dense-graphs").checks("baseline")
+    assert failures_of(checks, ENGINE_CHECKS) == {}
+    passes = checks["engine.cuda_graph_passes"].observed
+    assert passes["decode_cuda_graph_delta"] > 0, passes
+
+
+def test_random_weights_are_refused_by_the_answers_not_by_an_error(launch_result):
+    checks = launch_result("dense-graphs").checks("baseline")
+    correct = checks["answers.correct"]
+    assert not correct.passed
+    replies = launch_result("dense-graphs").verdicts["baseline"].answers["replies"]
+    assert replies and all(reply.get("error") is None for reply in replies), replies
+
+
+def test_disabling_decode_graphs_flips_exactly_the_graph_checks(launch_result):
+    graphs, eager = launch_result("dense-graphs"), launch_result("dense-eager")
+    flips = gate.flipped(graphs.verdicts["baseline"], eager.verdicts["baseline"])
+    assert {name: flip for name, flip in flips.items() if name not in TIMING | ANSWERS} == {
+        name: (True, False) for name in GRAPH_CHECKS}
+    passes = eager.checks("baseline")["engine.cuda_graph_passes"].observed
+    assert passes["decode_cuda_graph_delta"] in (None, 0) and passes["decode_none_delta"] > 0, passes
+
+
+# --- speculative decoding with draft graphs --------------------------------------------------------------------
+
+def rechecked(result) -> dict:
+    return {c["name"]: c for c in result.rechecks}
+
+
+def test_a_target_drafting_for_itself_passes_acceptance_on_real_counts(launch_result):
+    result = launch_result("standalone-self")
+    checks = result.checks("mtp")
+    assert checks["mtp.accept_length"].passed, checks["mtp.accept_length"].observed
+    assert failures_of(checks, ENGINE_CHECKS) == {}
+    after = rechecked(result)
+    assert after["sentinel.accept_counters"]["passed"], after
+    assert after["sentinel.accept_counters"]["observed"]["verify_calls"] > 0
+    assert after["sentinel.accept_probe"]["passed"], after["sentinel.accept_probe"]
+
+
+def test_a_draft_with_other_weights_is_refused_by_acceptance(launch_result):
+    result = launch_result("standalone-other-seed")
+    checks = result.checks("mtp")
+    assert not checks["mtp.accept_length"].passed, checks["mtp.accept_length"].observed
+    after = rechecked(result)
+    assert after["sentinel.accept_counters"]["passed"], after
+    assert not after["sentinel.accept_probe"]["passed"], after["sentinel.accept_probe"]
+
+
+@pytest.mark.parametrize("name", ["standalone-self", "moe-nextn"])
+def test_draft_graphs_were_captured_and_used(launch_result, name):
+    checks = launch_result(name).checks("mtp")
+    assert failures_of(checks, GRAPH_CHECKS) == {}
+
+
+def test_moe_nextn_census_and_draft_checks_read_real_values(launch_result):
+    result = launch_result("moe-nextn")
+    checks = result.checks("mtp")
+    for name in ("engine.probe_report", "mtp.draft_loaded", "mtp.lm_head_module_shared", "mtp.log_draft_loaded"):
+        assert checks[name].observed not in (None, "<absent>", "absent"), (name, checks[name].observed)
+    engagement = result.after["server_info"]["internal_states"][0]["engagement"]
+    census = list(censuses(engagement))
+    assert census, engagement
+    assert any(key.endswith("/triton") for layers in census for key in layers), census
+
+
+def censuses(report):
+    """Every `moe_layers` census in the probe report (one per role: target, draft)."""
+    if isinstance(report, dict):
+        for key, value in report.items():
+            if key == "moe_layers" and isinstance(value, dict):
+                yield value
+            else:
+                yield from censuses(value)
+    elif isinstance(report, list):
+        for value in report:
+            yield from censuses(value)
+
+
+# --- FP8 linear layers on SM90 ---------------------------------------------------------------------------------
+
+def test_fp8_linear_layers_serve_and_say_so(launch_result):
+    result = launch_result("dense-fp8")
+    checks = result.checks("baseline")
+    assert checks["engine.health"].passed
+    assert result.after["server_info"]["quantization"] == "fp8"
