@@ -1,0 +1,90 @@
+"""A verification recorded against the simulator replays, with no engine, to the same verdict; a recording that does
+not hold what the code asks for is refused, never judged on made-up evidence."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sparkgate.bundle import expectations as expectations_mod
+from sparkgate.evidence import logs
+from sparkgate.evidence.recording import Recording, RecordingClient, ReplayMismatch, replay
+from sparkgate.evidence.verify import verify
+from sparkgate.profile import loading as profiles
+
+SCALE = 0.05
+
+
+def outcomes(verdict: dict) -> dict[str, bool]:
+    return {check["name"]: check["passed"] for check in verdict["checks"]}
+
+
+def recorded(sim, profile: str) -> Recording:
+    expectations = expectations_mod.build(profiles.load(profile), "sim", sim.scale)
+    log = logs.from_file(str(sim.log_dir / f"sim-{sim.port}.out"))
+    client = RecordingClient(sim.base_url)
+    verdict = verify(sim.base_url, expectations, log, client=client)
+    return Recording.model_validate_json(Recording.of(client, expectations, log, verdict).model_dump_json())
+
+
+@pytest.fixture(scope="module")
+def healthy_and_refused(tmp_path_factory):
+    """all-three healthy, and with CUDA graphs off: one recording each (started once for the module)."""
+    from tests.plugins.simproc import Sim, profile_launch
+
+    made = {}
+    for name, faults in (("healthy", ""), ("graphs-off", "cuda-graph-off")):
+        argv, env = profile_launch("all-three")
+        sim = Sim(argv, {**env, "SPARKGATE_SIM_FAULTS": faults} if faults else env,
+                  tmp_path_factory.mktemp(name), scale=SCALE).start().wait_ready()
+        try:
+            made[name] = recorded(sim, "all-three")
+        finally:
+            sim.stop()
+    return made
+
+
+@pytest.mark.parametrize("name", ["healthy", "graphs-off"])
+def test_a_recording_replays_to_its_verdict_without_an_engine(healthy_and_refused, name):
+    recording = healthy_and_refused[name]
+    again = replay(recording).as_dict()
+    assert outcomes(again) == outcomes(recording.verdict)
+    assert again["passed"] is recording.verdict["passed"] is (name == "healthy")
+    observed = {c["name"]: c["observed"] for c in recording.verdict["checks"]}
+    assert {c["name"]: c["observed"] for c in again["checks"]}["engine.cuda_graph_passes"] == \
+        observed["engine.cuda_graph_passes"]
+
+
+def test_the_replayed_calibration_reads_the_recorded_engine_time(healthy_and_refused):
+    recording = healthy_and_refused["healthy"]
+    again = replay(recording).as_dict()
+    assert again["calibration"]["decode_tok_s"] == recording.verdict["calibration"]["decode_tok_s"] > 0
+
+
+def test_a_recording_missing_an_answer_is_refused(healthy_and_refused):
+    recording = healthy_and_refused["healthy"]
+    cut = recording.model_copy(update={"exchanges": recording.exchanges[:-1]})
+    with pytest.raises(ReplayMismatch, match="beyond the"):
+        replay(cut)
+
+
+def test_a_recording_of_other_calls_is_refused(healthy_and_refused):
+    recording = healthy_and_refused["healthy"]
+    swapped = [recording.exchanges[1], recording.exchanges[0], *recording.exchanges[2:]]
+    with pytest.raises(ReplayMismatch, match="call 1"):
+        replay(recording.model_copy(update={"exchanges": swapped}))
+
+
+def test_a_recording_with_extra_calls_is_refused(healthy_and_refused):
+    recording = healthy_and_refused["healthy"]
+    longer = [*recording.exchanges, recording.exchanges[0]]
+    with pytest.raises(ReplayMismatch, match="never asked for"):
+        replay(recording.model_copy(update={"exchanges": longer}))
+
+
+def test_a_recording_with_unknown_fields_does_not_load(healthy_and_refused):
+    document = json.loads(healthy_and_refused["healthy"].model_dump_json())
+    document["exchanges"][0]["injected"] = True
+    with pytest.raises(ValueError, match="injected"):
+        Recording.model_validate(document)
