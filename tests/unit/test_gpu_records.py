@@ -1,0 +1,86 @@
+"""The GPU lane's recorded evidence (tests/fixtures/gpu, from `bash tests/gpu/run` on an NVIDIA H200), held on CPU.
+
+Each launch's verifications replay, with the current code and no engine, to the verdict the real CUDA engine got;
+and what the gate reads is in the real output: the capture lines, the graph-pass counter's modes, the speculative
+counters. A change to a check that would refuse these real, healthy engines fails here, in CI, without a GPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparkgate.evidence import logs, metrics
+from sparkgate.evidence.recording import replay
+from sparkgate.sglang import conformance as C
+from tests.gpu import records
+from tests.gpu.conftest import launches as lane_launches
+
+LANE = lane_launches({"llama": Path("llama"), "llama-other-seed": Path("other"), "bailing": Path("bailing")})
+RECORDED = records.launches()
+CASES = [(name, profile) for name in RECORDED for profile in records.recordings(name)]
+GRAPH_CHECKS = ("engine.cuda_graph_capture_log", "engine.cuda_graph_passes")
+
+
+def outcomes(verdict: dict) -> dict[str, bool]:
+    return {check["name"]: check["passed"] for check in verdict["checks"]}
+
+
+def checks(name: str, profile: str) -> dict[str, dict]:
+    return {check["name"]: check for check in records.recordings(name)[profile].verdict["checks"]}
+
+
+def test_every_launch_of_the_lane_is_recorded():
+    assert set(RECORDED) == set(LANE), "re-record with `bash tests/gpu/run` on a CUDA machine (docs/testing-gpu.md)"
+    for name in RECORDED:
+        info = records.launch_info(name)
+        assert info["sglang_version"] == "0.5.23" and "H200" in info["gpu"], info
+        assert set(records.recordings(name)) == set(LANE[name].profiles)
+
+
+@pytest.mark.parametrize(("name", "profile"), CASES)
+def test_the_recorded_real_engine_replays_to_the_same_verdict(name, profile):
+    recording = records.recordings(name)[profile]
+    assert outcomes(replay(recording).as_dict()) == outcomes(recording.verdict)
+
+
+def test_decode_graphs_captured_and_used_pass_the_graph_checks():
+    dense = checks("dense-graphs", "baseline")
+    assert all(dense[name]["passed"] for name in GRAPH_CHECKS), {n: dense[n]["observed"] for n in GRAPH_CHECKS}
+    assert dense["engine.cuda_graph_passes"]["observed"]["decode_cuda_graph_delta"] > 0
+
+
+def test_decode_graphs_disabled_fail_exactly_the_graph_checks_with_what_ran():
+    eager = checks("dense-eager", "baseline")
+    assert not any(eager[name]["passed"] for name in GRAPH_CHECKS)
+    assert eager["engine.cuda_graph_passes"]["observed"]["decode_none_delta"] > 0
+
+
+def test_the_real_capture_line_is_what_the_gate_matches():
+    log = logs.EngineLog("gpu record", records.server_log("dense-graphs"))
+    captured = log.matching(C.log_pattern("capture_end"))
+    assert captured, "no capture line of the fixture's format in the real CUDA log"
+    eager = logs.EngineLog("gpu record", records.server_log("dense-eager"))
+    assert not eager.matching(C.log_pattern("capture_end"))
+
+
+def test_the_graph_pass_counter_modes_are_the_ones_the_gate_reads():
+    family = C.metric("cuda_graph_passes")
+    samples = metrics.parse(records.after("dense-graphs")["metrics"])
+    modes = {labels.get("mode") for name, labels, _ in samples if name == family}
+    assert {"decode_cuda_graph"} <= modes, modes
+
+
+def test_self_drafting_passes_acceptance_and_the_sentinel_on_real_counts():
+    result = checks("standalone-self", "mtp")
+    assert result["mtp.accept_length"]["passed"], result["mtp.accept_length"]["observed"]
+    after = {c["name"]: c for c in records.rechecks("standalone-self")}
+    assert after["sentinel.accept_counters"]["passed"] and after["sentinel.accept_probe"]["passed"], after
+
+
+def test_a_draft_with_other_weights_is_refused_on_real_counts():
+    result = checks("standalone-other-seed", "mtp")
+    assert not result["mtp.accept_length"]["passed"], result["mtp.accept_length"]["observed"]
+    after = {c["name"]: c for c in records.rechecks("standalone-other-seed")}
+    assert after["sentinel.accept_counters"]["passed"] and not after["sentinel.accept_probe"]["passed"], after
