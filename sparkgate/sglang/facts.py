@@ -4,8 +4,9 @@ really has, and the difference between the two, with the checks and rules each d
 - `pinned(image)`: the facts images.lock.yaml names for an engine image (files in sparkgate/sglang/data/).
 - `observe(site_packages)`: the same facts read from an installed SGLang, in a child Python whose sys.path starts
   at that directory (so a copy of SGLang is proven, not whichever one this process would import).
-- `diff(pinned, observed)`: flags added/removed/changed, env added/removed, fixture entries found/moved/missing,
-  and `readers()`: which sparkgate modules (and so which checks and rules) read each of them.
+- `diff(pinned, observed)`: flags added/removed/changed, the changed defaults of the flags sparkgate reads or the
+  profiles pass, env added/removed, fixture entries found/moved/missing, and for each the checks that read it (derived
+  from the code by sparkgate/sglang/attribution.py), the profile rules, and the simulator modules that write it.
 
 `python -m sparkgate.sglang.facts observe [--fork]` is the child's entry point (JSON on stdout).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import fnmatch
 import json
 import os
@@ -28,14 +30,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sparkgate.sglang import proof
+from sparkgate.sglang import attribution, proof
 
-# conformance accessor -> the fixture section its first argument names a key of.
-_ACCESSORS = {
-    "log_format": "log_formats", "log_line": "log_formats", "log_pattern": "log_formats", "string_": "strings",
-    "metric": "metrics", "class_name": "classes", "dtype": "dtypes", "env": "env", "server_arg": "server_args",
-    "hook_target": "hook_targets", "fork_only": "fork_only",
-}
 _CONFORMANCE_NAMES = {"C", "conformance"}
 OBSERVE_TIMEOUT_S = 600
 # The child prints its JSON on one line after this marker: whatever SGLang prints on import cannot corrupt it.
@@ -217,35 +213,38 @@ def _observe_here(site_packages: str | None, fork: bool, fixture: dict[str, Any]
 
 
 @dataclass(frozen=True)
-class Reader:
-    module: str  # sparkgate/optimizations/mtp.py
-    checks: tuple[str, ...]  # the checks that module declares (empty: it feeds every check, or none)
+class Readers:
+    """Who reads one fact: the checks whose evidence it is and the modules whose profile rules read it (derived from
+    the code, sparkgate/sglang/attribution.py), every sparkgate module that names it, and the simulator's."""
+
+    checks: tuple[str, ...] = ()
+    rules: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    simulator: tuple[str, ...] = ()
+    probe: tuple[str, ...] = ()  # the probe modules that read it off SGLang
+
+    def __bool__(self) -> bool:
+        # Sparkgate reads it; the simulator alone writing it makes it no check's evidence.
+        return bool(self.checks or self.rules or self.modules)
+
+    def affects(self) -> str:
+        parts = []
+        if self.checks:
+            parts.append(", ".join(self.checks))
+        if self.rules:
+            parts.append("profile rules in " + ", ".join(self.rules))
+        if not parts:
+            parts.append("read by no sparkgate check or rule" + (f" (named in {', '.join(self.modules)})"
+                                                                  if self.modules else ""))
+        if self.probe:
+            parts.append("the probe reads it (" + ", ".join(self.probe) + ")")
+        if self.simulator:
+            parts.append("the simulator writes it (" + ", ".join(self.simulator) + ")")
+        return "; ".join(parts)
 
 
 def _product_root() -> Path:
     return Path(__file__).resolve().parents[1]
-
-
-def _module_checks(relative: str) -> tuple[str, ...]:
-    from sparkgate.evidence import common
-    from sparkgate.optimizations import REGISTRY
-
-    for key, module in REGISTRY.items():
-        if relative == f"sparkgate/optimizations/{key}.py":
-            return tuple(module.CHECKS)
-    if relative == "sparkgate/optimizations/mtp_recheck.py":
-        return tuple(REGISTRY["mtp"].CHECKS)
-    if relative == "sparkgate/evidence/common.py":
-        return tuple(common.CHECKS)
-    from sparkgate.evidence import catalog
-    from sparkgate.evidence.stages import Stage
-
-    # The evidence gatherer feeds every check; calibration feeds the checks of its stage.
-    if relative in ("sparkgate/evidence/gather.py", "sparkgate/evidence/client.py"):
-        return tuple(catalog.declared())
-    if relative == "sparkgate/evidence/calibration.py":
-        return tuple(name for name, d in catalog.declared().items() if d.stage == Stage.CALIBRATION)
-    return ()
 
 
 def _constants(module_path: Path) -> dict[str, str]:
@@ -261,10 +260,10 @@ def _constants(module_path: Path) -> dict[str, str]:
 
 
 @lru_cache(maxsize=1)
-def readers() -> dict[tuple[str, str], tuple[Reader, ...]]:
-    """(kind, name) -> the product modules that read it. kind: a fixture section (name: its key), 'flag' (an
-    option string) or 'env' (a variable name); flags and env names are found through sparkgate/sglang/flags.py's
-    constants (F.NAME) and as literals."""
+def module_readers() -> dict[tuple[str, str], tuple[str, ...]]:
+    """(kind, name) -> the modules that name it. kind: a fixture section (name: its key), 'flag' (an option string)
+    or 'env' (a variable name); flags and env names are found through sparkgate/sglang/flags.py's constants
+    (F.NAME) and as literals. Which *checks* read it is attribution's, not a module's."""
     root = _product_root()
     flag_constants = _constants(root / "sglang" / "flags.py")
     table: dict[tuple[str, str], set[str]] = {}
@@ -273,14 +272,15 @@ def readers() -> dict[tuple[str, str], tuple[Reader, ...]]:
     trees = [(root, "sparkgate")] + ([(simulator, "simulator/src/sparkgate_sim")] if simulator.is_dir() else [])
     # fork.py re-exports fork-only fixture entries as constants (fork.FP8_LM_HEAD_LOG ...): follow them.
     fork_constants = _fixture_constants(root / "sglang" / "fork.py")
+    skipped = {"flags.py", "facts.py", "attribution.py"}
     for base, label in trees:
         for path in sorted(base.rglob("*.py")):
-            if "__pycache__" in path.parts or path.parent == root / "sglang" and path.name in ("flags.py", "facts.py"):
+            if "__pycache__" in path.parts or path.parent == root / "sglang" and path.name in skipped:
                 continue
             relative = f"{label}/{path.relative_to(base)}"
             for kind, name in _reads(path, flag_constants, fork_constants):
                 table.setdefault((kind, name), set()).add(relative)
-    return {key: tuple(Reader(m, _module_checks(m)) for m in sorted(mods)) for key, mods in table.items()}
+    return {key: tuple(sorted(mods)) for key, mods in table.items()}
 
 
 def _key_of(node: ast.expr) -> str | None:
@@ -321,8 +321,8 @@ def _reads_in(tree: ast.AST, flag_constants: dict[str, str],
                 and isinstance(node.func.value, ast.Name) and node.func.value.id in _CONFORMANCE_NAMES:
             args = [key for key in map(_key_of, node.args) if key is not None]
             attr = node.func.attr
-            if attr in _ACCESSORS and args:
-                found.add((_ACCESSORS[attr], args[0]))
+            if attr in attribution.ACCESSORS and args:
+                found.add((attribution.ACCESSORS[attr], args[0]))
             elif attr in ("text", "entry") and len(args) >= 2:
                 found.add((args[0], args[1]))
             elif attr == "fork_only_of_kind" and args:
@@ -336,15 +336,52 @@ def _reads_in(tree: ast.AST, flag_constants: dict[str, str],
     return found
 
 
-def readers_of(kind: str, name: str, fixture: dict[str, Any] | None = None) -> tuple[Reader, ...]:
-    table = readers()
-    result = [r for (k, pattern), found in table.items() if k == kind and fnmatch.fnmatchcase(name, pattern)
-              for r in found]
-    if kind == "fork_only" and fixture is not None:  # read as a whole kind (fork_only_of_kind)
-        entry = fixture.get("fork_only", {}).get(name)
+def _modules_of(keys: set[tuple[str, str]], fixture: dict[str, Any] | None) -> set[str]:
+    table = module_readers()
+    found = {m for (k, pattern), mods in table.items() for kind, name in keys
+             if k == kind and fnmatch.fnmatchcase(name, pattern) for m in mods}
+    for kind, name in keys:  # a fork-only entry is also read as a whole kind (fork_only_of_kind)
+        entry = (fixture or {}).get("fork_only", {}).get(name) if kind == "fork_only" else None
         if entry:
-            result += table.get(("fork_only_kind", entry["kind"]), ())
-    return tuple(sorted(dict.fromkeys(result), key=lambda r: r.module))
+            found |= set(table.get(("fork_only_kind", entry["kind"]), ()))
+    return found
+
+
+def _readers(sources: set[attribution.Source], keys: set[tuple[str, str]],
+             fixture: dict[str, Any] | None) -> Readers:
+    found = attribution.attribute(sources)
+    modules = _modules_of(keys, fixture)
+    return Readers(checks=found.checks, rules=found.rules,
+                   modules=tuple(sorted(m for m in modules if m.startswith("sparkgate/"))),
+                   simulator=tuple(sorted(m for m in modules if not m.startswith("sparkgate/"))))
+
+
+def readers_of_entry(section: str, key: str, fixture: dict[str, Any], flags: dict[str, Any] | None = None) -> Readers:
+    """Who reads fixture entry `section.key` (`flags`, the parser table, links a ServerArgs field to its options)."""
+    entry = fixture.get(section, {}).get(key, {})
+    flags = flags if flags is not None else {}
+    derived = attribution.derived()
+    sources = attribution.fixture_sources(section, key, entry, derived, attribution.option_dests(flags))
+    readers = _readers(sources, {(section, key)}, fixture)
+    probe = tuple(sorted({read.where for read in attribution.probe_reads(section, entry, derived)}))
+    return dataclasses.replace(readers, probe=probe)
+
+
+def readers_of_flag(option: str, flags: dict[str, Any], fixture: dict[str, Any]) -> Readers:
+    """Who reads an option: through any of its spellings, and through the ServerArgs field it sets."""
+    entry = flags.get(option) or {}
+    keys = {("flag", spelling) for spelling in {option, *entry.get("option_strings", ())}}
+    keys |= {("server_args", k) for k, arg in fixture.get("server_args", {}).items() if arg.get("text") == entry.get("dest")}
+    return _readers(attribution.flag_sources(option, flags, fixture), keys, fixture)
+
+
+def readers_of_env(name: str, fixture: dict[str, Any]) -> Readers:
+    """Who reads a variable: by name, and through the fixture entries that name it."""
+    keys = {("env", name)}
+    keys |= {("env", k) for k, e in fixture.get("env", {}).items() if e.get("text") == name}
+    keys |= {("fork_only", k) for k, e in fixture.get("fork_only", {}).items()
+             if e.get("kind") == "env" and e.get("text") == name}
+    return _readers(attribution.env_sources(name, fixture), keys, fixture)
 
 
 # --- the difference ------------------------------------------------------------------------------------
@@ -352,20 +389,15 @@ def readers_of(kind: str, name: str, fixture: dict[str, Any] | None = None) -> t
 
 @dataclass(frozen=True)
 class Item:
-    kind: str  # flag | env | fixture (name: section.key)
+    kind: str  # flag | default (a flag's default) | env | fixture (name: section.key)
     name: str
     change: str  # added | removed | changed | moved | missing | found | ...
     detail: str
-    readers: tuple[Reader, ...] = ()
+    readers: Readers = Readers()
     loses_evidence: bool = False
 
     def affects(self) -> str:
-        if not self.readers:
-            return "read by no sparkgate check or rule"
-        parts = []
-        for reader in self.readers:
-            parts.append(f"{reader.module}" + (f" (checks {', '.join(reader.checks)})" if reader.checks else ""))
-        return "; ".join(parts)
+        return self.readers.affects()
 
 
 @dataclass(frozen=True)
@@ -382,29 +414,49 @@ class Diff:
         return [i for i in self.items if i.kind == kind]
 
 
+def _without_default(entry: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k != "default"}
+
+
 def diff(pinned_facts: Facts, observed: Facts, *, used_flags: frozenset[str] = frozenset()) -> Diff:
-    """Compare; `used_flags` are the options the profiles' argv pass (a removed or changed one loses evidence)."""
+    """Compare; `used_flags` are the options the profiles' argv pass (a removed or changed one loses evidence).
+    A flag's default is compared only where sparkgate reads the flag or a profile passes it, and a changed default
+    is reported, not a loss: the checks that read the setting still see what the engine runs with."""
     items: list[Item] = []
+    fixture = pinned_facts.fixture
+    flags = {**observed.flags, **pinned_facts.flags}
+    defaults_unread = []
     for option in sorted(set(pinned_facts.flags) | set(observed.flags)):
         before, after = pinned_facts.flags.get(option), observed.flags.get(option)
-        if before == after:
-            continue
-        readers_ = readers_of("flag", option)
+        readers_ = readers_of_flag(option, flags, fixture)
         used = option in used_flags or bool(readers_)
+        if before is not None and after is not None and (used or option in used_flags) and "default" in before:
+            if "default" not in after:
+                defaults_unread.append(option)
+            elif before["default"] != after["default"]:
+                items.append(Item("default", option, "changed", f"{before['default']!r} -> {after['default']!r}",
+                                  readers_))
+        if before is not None and after is not None and _without_default(before) == _without_default(after):
+            continue
         if before is None:
             items.append(Item("flag", option, "added", f"{after['kind']}, dest {after['dest']}", readers_))
         elif after is None:
             items.append(Item("flag", option, "removed", f"was {before['kind']}, dest {before['dest']}", readers_,
                               loses_evidence=used))
         else:
-            changed = {k: (before.get(k), after.get(k)) for k in set(before) | set(after) if before.get(k) != after.get(k)}
+            changed = {k: (before.get(k), after.get(k)) for k in set(before) | set(after)
+                       if k != "default" and before.get(k) != after.get(k)}
             detail = ", ".join(f"{k}: {b!r} -> {a!r}" for k, (b, a) in sorted(changed.items()))
             items.append(Item("flag", option, "changed", detail, readers_, loses_evidence=used))
+    if defaults_unread:
+        items.append(Item("default", f"{len(defaults_unread)} flag(s)", "unproven",
+                          "the reader reported no defaults (an older sparkgate in the image?): "
+                          + ", ".join(defaults_unread[:6]) + (", ..." if len(defaults_unread) > 6 else "")))
     for name in sorted(set(pinned_facts.env) | set(observed.env)):
         before, after = pinned_facts.env.get(name), observed.env.get(name)
         if before == after:
             continue
-        readers_ = readers_of("env", name)
+        readers_ = readers_of_env(name, fixture)
         if before is None:
             items.append(Item("env", name, "added", f"declared as {after}", readers_))
         elif after is None:
@@ -413,34 +465,34 @@ def diff(pinned_facts: Facts, observed: Facts, *, used_flags: frozenset[str] = f
         else:
             items.append(Item("env", name, "changed", f"{before} -> {after}", readers_, loses_evidence=bool(readers_)))
     proven = {(f.section, f.key) for f in observed.findings}
-    for section, entries in sorted(pinned_facts.fixture.items()):
+    for section, entries in sorted(fixture.items()):
         if not isinstance(entries, dict) or section in ("about",):
             continue
         for key in sorted(set(entries) - {k for s_, k in proven if s_ == section}):
             items.append(Item("fixture", f"{section}.{key}", "unproven",
                               f"unproven {section}.{key}: the reader returned no proof for it (an older sparkgate in the "
-                              "image?)", readers_of(section, key, pinned_facts.fixture), loses_evidence=True))
+                              "image?)", readers_of_entry(section, key, fixture, flags), loses_evidence=True))
     for finding in observed.findings:
         change = {"fork_only_present": "found", "stock_absent": "found", "runtime_only": "runtime"}.get(
             finding.status, finding.status)
         items.append(Item("fixture", f"{finding.section}.{finding.key}", change, finding.line(),
-                          readers_of(finding.section, finding.key, observed.fixture),
+                          readers_of_entry(finding.section, finding.key, observed.fixture, flags),
                           loses_evidence=finding.loses_evidence))
     return Diff(pinned_facts, observed, tuple(items))
 
 
 def render(result: Diff) -> str:
-    """The report `invoke sglang.diff` prints."""
+    """The report `invoke sglang.diff` prints: one line per difference, then the line naming what it affects."""
     lines = [f"pinned:   SGLang {result.pinned.sglang_version} ({result.pinned.origin})",
              f"observed: SGLang {result.observed.sglang_version} ({result.observed.origin})", ""]
-    for title, kind in (("flags", "flag"), ("environment variables", "env")):
+    for title, kind in (("flags", "flag"), ("defaults of the flags sparkgate reads or the profiles pass", "default"),
+                        ("environment variables", "env")):
         rows = result.of(kind)
         lines.append(f"{title}: {len(rows)} difference(s)")
         for item in rows:
             mark = "LOSS " if item.loses_evidence else "     "
             lines.append(f"  {mark}{item.change:8} {item.name}: {item.detail}")
-            if item.readers:
-                lines.append(f"           affects {item.affects()}")
+            lines.append(f"           affects {item.affects()}")
         lines.append("")
     fixture_rows = result.of("fixture")
     counts: dict[str, int] = {}

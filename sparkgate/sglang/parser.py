@@ -50,6 +50,17 @@ def _type_name(action: argparse.Action) -> str | None:
     return getattr(action.type, "__name__", type(action.type).__name__)
 
 
+def _json_default(value: Any) -> Any:
+    """A default as plain JSON; anything else by its type's name (never a repr, which may hold an address)."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else str(value)
+    if isinstance(value, list | tuple):
+        return [_json_default(v) for v in value]
+    return f"<{type(value).__name__}>"
+
+
 def manifest_from_parser(parser: argparse.ArgumentParser, version: str) -> dict[str, Any]:
     """Describe every option of `parser` as plain JSON data, deterministically ordered."""
     options: dict[str, dict[str, Any]] = {}
@@ -68,6 +79,8 @@ def manifest_from_parser(parser: argparse.ArgumentParser, version: str) -> dict[
             "type": _type_name(action),
             # Sorted: some SGLang choice lists are built from sets, whose order varies per process.
             "choices": sorted(str(c) for c in choices) if choices is not None else None,
+            # What SGLang runs with when the flag is not passed: `invoke sglang.diff` reports a changed one.
+            "default": _json_default(action.default),
         }
         for option in action.option_strings:
             options[option] = entry

@@ -22,9 +22,10 @@ class FactsLost(Refusal):
              "tag is --image, else sglang-stock)",
 })
 def diff(c, site_packages="", image="", facts=""):
-    """Compare an installed SGLang with pinned facts: flags added/removed/changed, env added/removed, evidence
-    fixture entries found/moved/missing, and for each the checks and rules it affects. Exit 1 when any check would
-    lose its evidence."""
+    """Compare an installed SGLang with pinned facts: flags added/removed/changed, changed defaults of the flags
+    sparkgate reads or the profiles pass, env added/removed, evidence fixture entries found/moved/missing, and for
+    each the checks that read it (derived from the code) and the rules. Exit 1 when any check would lose its
+    evidence."""
     from sparkgate.images import load_lock
     from sparkgate.sglang import facts as F
 

@@ -7,7 +7,8 @@ so the venv's SGLang is never touched.
 - fork parts (the stand-in for the inclusionAI fork, which cannot be installed here): `env` declares
   SGLANG_ENABLE_FP8_LM_HEAD in Envs, `log` adds the fork's FP8 LM-head log line to bailing_moe_v3.py, `share`
   gives BailingMoeForCausalLMNextN `set_lm_head_from_target`, `humming` adds a humming-kernels distribution.
-- ALTERATIONS: one log format, one metric name and one ServerArgs field changed as an upgrade might.
+- ALTERATIONS: one log format, one metric name and one ServerArgs field changed as an upgrade might;
+  ATTRIBUTION_ALTERATIONS: changes each read by named checks only, and a changed default (`alterations=`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,20 @@ ALTERATIONS = {
 }
 # What each alteration takes away, as the fixture names it.
 ALTERED_ENTRIES = {"log_formats.load_weight_end", "metrics.spec_accept_length", "server_args.decode_log_interval"}
+# For the attribution of `invoke sglang.diff`: the target's CUDA-graph capture line (engine.cuda_graph_capture_log
+# reads it), the CUDA-graph pass counter (engine.cuda_graph_passes), a method the probe hooks (EAGLE's
+# init_lm_head) and the default of --max-running-requests (None -> 48; engine.batch1 reads the field).
+ATTRIBUTION_ALTERATIONS = {
+    "sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py": (
+        'f"Capture {capture_name} {graph_backend[model_runner.device]} begin. "',
+        'f"Capture {capture_name} {graph_backend[model_runner.device]} start. "'),
+    "sglang/srt/observability/metrics_collector.py": ('name="sglang:cuda_graph_passes_total",',
+                                                      'name="sglang:cuda_graph_pass_total",'),
+    "sglang/srt/speculative/eagle_worker_v2.py": ("    def init_lm_head(self):", "    def init_draft_lm_head(self):"),
+    "sglang/srt/arg_groups/fields/schedule.py": ('"The maximum number of running requests.",\n    ] = None',
+                                                 '"The maximum number of running requests.",\n    ] = 48'),
+}
+ATTRIBUTION_ENTRIES = {"log_formats.capture_begin", "metrics.cuda_graph_passes", "hook_targets.init_lm_head"}
 
 
 def installed_root() -> Path:
@@ -72,7 +87,7 @@ def add_humming_distribution(site: Path, version: str = HUMMING_PIN) -> None:
 
 
 def make_copy(root: Path, *, fork_parts: frozenset[str] = frozenset(), altered: bool = False,
-              humming_version: str = HUMMING_PIN) -> Path:
+              humming_version: str = HUMMING_PIN, alterations: dict[str, tuple[str, str]] | None = None) -> Path:
     """Build a copy under `root` and return it (the directory to put on PYTHONPATH)."""
     # Compiled modules are linked too: a linked source keeps its mtime and size, so its .pyc stays valid and the
     # child imports without compiling 4,700 modules; a rewritten source no longer matches its .pyc, so Python
@@ -95,9 +110,8 @@ def make_copy(root: Path, *, fork_parts: frozenset[str] = frozenset(), altered: 
         '''))
     if "humming" in fork_parts:
         add_humming_distribution(root, humming_version)
-    if altered:
-        for relative, (old, new) in ALTERATIONS.items():
-            _rewrite(root, relative, old, new)
+    for relative, (old, new) in {**(ALTERATIONS if altered else {}), **(alterations or {})}.items():
+        _rewrite(root, relative, old, new)
     return root
 
 

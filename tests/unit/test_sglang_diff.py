@@ -1,8 +1,12 @@
 """`invoke sglang.diff`: an installed SGLang against the facts an engine image pins (sparkgate/sglang/facts.py).
 
 Against the pinned 0.5.23 it reports nothing lost; against a copy with one log format, one metric and one
-ServerArgs field changed it names each, with what reads it, and exits 1. `--image` reads the facts inside the
-image with no network (a stand-in `docker` on PATH records the call and runs the same reader here).
+ServerArgs field changed it names each, with the checks that read it, and exits 1. `--image` reads the facts inside
+the image with no network (a stand-in `docker` on PATH records the call and runs the same reader here).
+
+Which checks read an entry is derived from the code (sparkgate/sglang/attribution.py): a copy with the CUDA-graph
+capture line, the CUDA-graph pass counter, a hooked method and a flag's default changed names exactly the checks
+that read each, and every fixture entry is read by a check, a rule or the simulator, or is named here as read by none.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from sparkgate.evidence import catalog
 from sparkgate.images import load_lock
-from sparkgate.sglang import conformance, facts, proof
+from sparkgate.sglang import attribution, conformance, facts, proof
 from tests.unit import sglang_copies
 
 pytestmark = pytest.mark.sglang
@@ -48,9 +53,10 @@ def test_an_altered_copy_is_reported_item_by_item(tmp_path):
     assert lost == sglang_copies.ALTERED_ENTRIES, proc.stdout
     assert re.search(r"added +--decode-log-every", proc.stdout) and re.search(r"removed +--decode-log-interval",
                                                                                proc.stdout)
-    # What reads the lost log format: the MTP checks and the simulator that writes it.
+    # What reads the lost log format: the one MTP check that matches it, and the simulator that writes it.
     block = proc.stdout.split("log_formats.load_weight_end", 1)[1].split("LOSS", 1)[0]
-    assert "sparkgate/optimizations/mtp.py (checks mtp.config_echo" in block and "sparkgate_sim/startup.py" in block
+    assert "affects mtp.log_draft_loaded; the simulator writes it (simulator/src/sparkgate_sim/startup.py)" in block
+    assert "mtp.config_echo" not in block
     assert proc.stderr.strip().splitlines()[-1] == (
         "sparkgate sglang.diff: 3 difference(s) would leave checks without their evidence (marked LOSS above); "
         "see docs/upgrade.md")
@@ -106,7 +112,9 @@ def test_a_flag_a_profile_passes_lost_or_changed_is_a_loss_an_added_one_is_not()
     removed = facts.diff(pinned, _facts(), used_flags=frozenset({"--moe-runner-backend"}))
     (item,) = removed.of("flag")
     assert item.change == "removed" and item.loses_evidence
-    assert any(r.module == "sparkgate/optimizations/humming.py" for r in item.readers)  # F.MOE_RUNNER_BACKEND
+    assert "sparkgate/optimizations/humming.py" in item.readers.modules  # F.MOE_RUNNER_BACKEND
+    # The flag sets the ServerArgs field humming.config_echo reads back from /server_info.
+    assert item.readers.checks == ("humming.config_echo",)
     changed = facts.diff(pinned, _facts(flags={"--moe-runner-backend": {**FLAG, "choices": ["auto"]}}))
     (item,) = changed.of("flag")
     assert item.change == "changed" and item.loses_evidence and "choices" in item.detail
@@ -123,9 +131,12 @@ def test_env_removed_that_sparkgate_sets_is_a_loss():
 
 
 def test_f_string_keys_find_their_readers():
-    readers = facts.readers_of("server_args", "speculative_num_steps")  # mtp.py reads f"speculative_{name}"
-    assert "sparkgate/optimizations/mtp.py" in {r.module for r in readers}
-    assert facts.readers_of("server_args", "no_such_field") == ()
+    fixture = conformance.fixture()
+    readers = facts.readers_of_entry("server_args", "speculative_num_steps", fixture)  # f"speculative_{name}"
+    assert "sparkgate/optimizations/mtp.py" in readers.modules and readers.checks == ("mtp.config_echo",)
+    # The f-string runs over a tuple of literals: a field outside it is not read.
+    assert facts.readers_of_entry("server_args", "speculative_token_map", fixture).checks == ()
+    assert not facts.readers_of_entry("server_args", "no_such_field", fixture)
 
 
 def test_a_moved_entry_is_a_loss_until_the_fixture_names_its_new_file():
@@ -157,7 +168,153 @@ def test_an_image_tag_that_is_not_a_reference_is_refused_before_docker_runs(tag)
 
 
 def test_the_readers_of_fork_only_entries_are_followed_through_fork_constants():
-    readers = {r.module for r in facts.readers_of("fork_only", "fp8_lm_head_log", conformance.fixture())}
-    assert "sparkgate/optimizations/fp8_lm_head.py" in readers
-    calibration = facts.readers_of("strings", "meta_spec_accept_length")
-    assert any("mtp.accept_length" in r.checks for r in calibration)
+    readers = facts.readers_of_entry("fork_only", "fp8_lm_head_log", conformance.fixture())
+    assert "sparkgate/optimizations/fp8_lm_head.py" in readers.modules
+    assert readers.checks == ("fp8_lm_head.log_signature",)
+    # Through the calibration's result, stored in Evidence.calibration, to the check the accept length feeds.
+    calibration = facts.readers_of_entry("strings", "meta_spec_accept_length", conformance.fixture())
+    assert "mtp.accept_length" in calibration.checks and "engine.health" not in calibration.checks
+
+
+# --- which checks read what: derived from the code (sparkgate/sglang/attribution.py) -----------------------------
+
+# Fixture entries that no check, no profile rule and no simulator module reads, each named with why. Everything
+# else in the fixture must reach a check or a rule through the code, or be written by the simulator.
+READ_BY_NONE = {
+    # Read by sparkgate, but by no check: the build guard proves it, or a constant nothing uses yet.
+    "fork_only.draft_lm_head_module_share",  # build guard (sglang/fork.py); the probe sees the share, not the method
+    "strings.meta_decode_throughput",  # request_timing.DECODE_THROUGHPUT: the gate computes the rate itself
+    # Spelled as literals outside the fixture (sentinel/service.py, evidence/verify.py) or not read at all.
+    "strings.server_info_startup_time", "strings.server_info_launch_command", "strings.server_info_status",
+    "strings.server_info_max_total_num_tokens", "strings.internal_state_avg_spec_accept_length",
+    "strings.internal_state_memory_usage", "strings.model_info_model_type", "strings.model_info_reasoning_parser",
+    "server_args.reasoning_parser", "server_args.decode_log_interval",
+    # Proven for the tests (the probe's unit tests, the simulator's DSpark model), read by no product code.
+    "log_formats.dspark_num_steps_override", "log_formats.dspark_topk_override", "strings.moe_backend_triton",
+    "strings.plugin_entry_point_group", "classes.mxfp4_flashinfer_cutlass_moe_method",
+    "classes.unquantized_fused_moe_method",
+    # SGLang variables a profile may not set, refused by the SGLANG_ prefix rule rather than by name.
+    "env.humming_use_f16_accum", "env.enable_health_endpoint_generation",
+}
+
+
+def test_every_fixture_entry_is_read_by_a_check_a_rule_or_the_simulator_or_named_as_read_by_none():
+    fixture, flags = conformance.fixture(), facts.pinned("sglang-stock").flags
+    declared = set(catalog.declared())
+    table = {f"{s}.{k}": facts.readers_of_entry(s, k, fixture, flags)
+             for s in conformance.SECTIONS for k in fixture[s]}
+    for name, readers in table.items():
+        assert set(readers.checks) <= declared, name  # only checks a module declares
+    unread = {name for name, r in table.items() if not (r.checks or r.rules or r.simulator)}
+    assert unread == READ_BY_NONE
+    assert len(READ_BY_NONE) <= len(table) // 8  # a short list, every entry named above
+    # 74 of 181 entries reach 45 of the 51 declared checks (health, the admin key, host memory and the sentinel's
+    # restart and weight checks read no SGLang string through the fixture).
+    with_checks = {name for name, r in table.items() if r.checks}
+    assert len(with_checks) >= 70 and len({c for r in table.values() for c in r.checks}) >= 40
+
+
+def test_an_entry_names_the_checks_that_read_it_not_every_check_of_its_module():
+    fixture = conformance.fixture()
+    capture = facts.readers_of_entry("log_formats", "capture_begin", fixture)
+    assert capture.checks == ("engine.cuda_graph_capture_log",)  # common.py declares 13 more
+    assert facts.readers_of_entry("metrics", "cuda_graph_passes", fixture).checks == ("engine.cuda_graph_passes",)
+    # A helper in another module (evidence/activity.py) used by several checks: exactly those checks, DSpark's
+    # re-emitted names of MTP's re-checks included.
+    running = facts.readers_of_entry("metrics", "num_running_reqs", fixture).checks
+    assert set(running) == {"engine.stalled", "sentinel.answer_probe",
+                            *[f"sentinel.{p}accept_{w}" for p in ("", "dspark_") for w in ("counters", "probe", "window")]}
+    # A profile setting's default (DSpark's drafter class) reaches the checks through expectations.json.
+    drafter = facts.readers_of_entry("classes", "dspark_draft", fixture)
+    assert drafter.checks == ("dspark.draft_loaded", "dspark.log_runner_initialized")
+    assert drafter.rules == ("sparkgate/optimizations/dspark.py",)
+
+
+def test_a_probe_hook_target_names_the_checks_that_read_the_report_fields_its_hook_writes():
+    fixture = conformance.fixture()
+    report_readers = set(attribution.attribute({("probe_field", f) for f in ("draft", "target", "lm_head_sharing",
+                                                                             "hooks_called", "errors")}).checks)
+    load_model = facts.readers_of_entry("hook_targets", "load_model", fixture)
+    # after_load_model records the target's and the draft's model, not the LM-head share.
+    assert set(load_model.checks) <= report_readers and "mtp.lm_head_module_shared" not in load_model.checks
+    assert {"engine.probe_report", "mtp.draft_loaded", "fp8_lm_head.target_head"} <= set(load_model.checks)
+    assert load_model.probe == ("probe/src/sparkgate_probe/hooks.py",)
+    init_lm_head = facts.readers_of_entry("hook_targets", "init_lm_head", fixture)
+    assert "mtp.lm_head_module_shared" in init_lm_head.checks
+    # An SGLang attribute a hook's helper reads feeds what that hook writes.
+    assert facts.readers_of_entry("attributes", "is_draft_worker", fixture).checks == load_model.checks
+
+
+def test_a_changed_default_of_a_read_flag_is_reported_with_old_and_new_and_the_checks():
+    read = {"dest": "max_running_requests", "option_strings": ["--max-running-requests"], "kind": "store",
+            "nargs": None, "type": "int", "choices": None, "default": None}
+    unread = {**read, "dest": "no_reader", "option_strings": ["--no-reader"], "default": 1}
+    pinned = _facts(flags={"--max-running-requests": read, "--no-reader": unread})
+    result = facts.diff(pinned, _facts(flags={"--max-running-requests": {**read, "default": 48},
+                                              "--no-reader": {**unread, "default": 2}}))
+    assert result.of("flag") == []  # a default is not a change of the flag itself
+    (item,) = result.of("default")
+    assert (item.name, item.detail, item.loses_evidence) == ("--max-running-requests", "None -> 48", False)
+    assert item.readers.checks == ("engine.batch1",)
+    older = facts.diff(pinned, _facts(flags={"--max-running-requests": {k: v for k, v in read.items() if k != "default"},
+                                             "--no-reader": unread}))
+    assert [(i.change, i.loses_evidence) for i in older.of("default")] == [("unproven", False)]
+
+
+def test_a_copy_with_attributed_changes_names_each_changes_checks(tmp_path):
+    root = sglang_copies.make_copy(tmp_path, alterations=sglang_copies.ATTRIBUTION_ALTERATIONS)
+    pinned = facts.pinned("sglang-stock")
+    result = facts.diff(pinned, facts.observe(root, fork=False, fixture=pinned.fixture),
+                        used_flags=facts.profile_flags())
+    lost = {i.name: i for i in result.losses}
+    assert set(lost) == sglang_copies.ATTRIBUTION_ENTRIES
+    report = facts.render(result)
+    capture = report.split("log_formats.capture_begin", 1)[1].splitlines()[1]
+    assert capture == ("           affects engine.cuda_graph_capture_log; "
+                       "the simulator writes it (simulator/src/sparkgate_sim/startup.py)")
+    metric = report.split("metrics.cuda_graph_passes", 1)[1].splitlines()[1]
+    assert metric.startswith("           affects engine.cuda_graph_passes;")
+    hook = lost["hook_targets.init_lm_head"].readers
+    assert {"engine.probe_report", "mtp.lm_head_module_shared"} <= set(hook.checks)
+    assert not {"engine.health", "engine.speed_vs_baseline", "engine.cuda_graph_capture_log"} & set(hook.checks)
+    assert "       changed  --max-running-requests: None -> 48\n           affects engine.batch1; profile rules in " \
+           "sparkgate/profile/rules.py" in report
+
+
+def test_the_analysis_follows_constants_helpers_and_conditions(tmp_path):
+    """On a made-up check module: a module constant, a helper two checks share, a hint, a condition."""
+    source = tmp_path / "fake.py"
+    source.write_text('''
+from sparkgate.evidence.results import checked, failed
+from sparkgate.sglang import conformance as C
+
+PATTERN = C.log_pattern("capture_begin")
+SHARED = C.metric("cuda_graph_passes")
+
+
+def _shared(samples):
+    return sum(v for name, v in samples if name == SHARED)
+
+
+def run(ev, samples):
+    seen = len(ev.log.matching(PATTERN))
+    results = [checked("fake.a", seen > 0, seen, 1, "log", "")]
+    hint = f"look for {C.log_format('ready')}"
+    results.append(checked("fake.b", _shared(samples) > 0, None, None, "metrics", hint))
+    if C.string_("graph_backend_cuda") in samples:
+        results.append(failed("fake.c", _shared(samples), None, "metrics", ""))
+    return results
+''')
+    root = attribution.product_root()
+    modules = [attribution.load_module(root / "sglang" / "conformance.py", attribution.CONFORMANCE, "conformance"),
+               attribution.load_module(root / "evidence" / "results.py", attribution.RESULTS, "results"),
+               attribution.load_module(source, "sparkgate.fake", "sparkgate/fake.py")]
+    derived = attribution.derive(modules, {"fake.a", "fake.b", "fake.c"})
+
+    def checks(section, key):
+        return attribution.attribute({("entry", section, key)}, derived).checks
+
+    assert checks("log_formats", "capture_begin") == ("fake.a",)
+    assert checks("metrics", "cuda_graph_passes") == ("fake.b", "fake.c")
+    assert checks("log_formats", "ready") == ("fake.b",)
+    assert checks("strings", "graph_backend_cuda") == ("fake.c",)
