@@ -26,7 +26,13 @@ from sparkgate_sim.image import FP8_LM_HEAD_ENV, IMAGES, exportable_env_vars
 from sparkgate_sim.knobs import Knobs
 from sparkgate_sim.lifecycle import READY, STARTING, NotReady, Restarted
 from sparkgate_sim.logs import EngineLog
-from sparkgate_sim.metrics import REALTIME_DECODE, REALTIME_PREFILL_COMPUTE, EngineMetrics
+from sparkgate_sim.metrics import (
+    PREFILL_EAGER_MODE,
+    PREFILL_GRAPH_MODE,
+    REALTIME_DECODE,
+    REALTIME_PREFILL_COMPUTE,
+    EngineMetrics,
+)
 from sparkgate_sim.resolve import requested, resolve, token_capacity
 from sparkgate_sim.scheduler_lines import prefill_line
 from sparkgate_sim.startup import humming_line, run_startup
@@ -678,9 +684,10 @@ class Engine:
             self.metrics_published_at = time.monotonic()
 
     def _report_prefill(self, new_tokens: int) -> None:
-        """report_prefill_stats with metrics on: the prefill's tokens (no prefix cache: all computed), then log_stats
-        with the running batch as it was before this request joined it (batch 1: empty, so 0) and the waiting
-        queue (this request has left it); gen_throughput decays to 0 when the last decode report is stale."""
+        """report_prefill_stats with metrics on: the prefill's pass by CUDA graph, its tokens (no prefix cache: all
+        computed), then log_stats with the running batch as it was before this request joined it (batch 1: empty,
+        so 0) and the waiting queue (this request has left it); gen_throughput decays to 0 when the last decode
+        report is stale."""
         with self._lock:
             if self.metrics is None:
                 return
@@ -689,6 +696,7 @@ class Engine:
                 self.last_gen_throughput = 0.0
             m, labels = self.metrics, self.metrics.scheduler_labels
             with m.registry.lock:
+                m.cuda_graph_passes.inc({**labels, "mode": self._prefill_graph_mode(new_tokens)})
                 m.realtime_tokens.inc({**labels, "mode": REALTIME_PREFILL_COMPUTE}, new_tokens)
                 m.num_running_reqs.set(labels, 0)
                 m.num_queue_reqs.set(labels, self.queued)
@@ -697,6 +705,14 @@ class Engine:
                 m.token_usage.set(labels, self._usage(new_tokens))
             self.published_running = 0
             self.metrics_published_at = now
+
+    def _prefill_graph_mode(self, new_tokens: int) -> str:
+        """increment_prefill_cuda_graph_pass's mode: from a graph only with a prefill graph backend (Ling's KDA
+        attention turns the CUDA default, breakable, off: arg_groups/cuda_graph_hook.py
+        disable_breakable_cudagraph_if_incompatible) and a prefill within the captured token counts."""
+        prefill = self.resolved["cuda_graph_config"]["prefill"]
+        graph = prefill["backend"] != "disabled" and new_tokens <= prefill["max_bs"]
+        return PREFILL_GRAPH_MODE if graph else PREFILL_EAGER_MODE
 
     def _maybe_publish_idle(self) -> None:
         """_maybe_log_idle_metrics, while the scheduler has nothing to run (lock held): publish when the running

@@ -23,6 +23,9 @@ E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 
 # sglang:realtime_tokens_total's `mode` values (metrics_collector.py increment_realtime_tokens); the simulator
 # has no prefix cache, so `prefill_cache` never gets a sample.
 REALTIME_PREFILL_COMPUTE, REALTIME_DECODE = "prefill_compute", "decode"
+# sglang:cuda_graph_passes_total's prefill `mode` values (metrics_collector.py increment_prefill_cuda_graph_pass,
+# counted on every prefill report; the decode values are the fixture's cuda_graph_mode_*).
+PREFILL_GRAPH_MODE, PREFILL_EAGER_MODE = "prefill_cuda_graph", "prefill_none"
 
 LabelKey = tuple[tuple[str, str], ...]
 

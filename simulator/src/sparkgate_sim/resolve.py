@@ -199,9 +199,10 @@ def resolve_logged(args: EngineArgs, *, draft_config_readable: bool = True) -> t
     decode_bs = _bs_list(out.get("cuda_graph_bs_decode"))
     prefill_max_bs = int(out.get("cuda_graph_max_bs_prefill") or out["chunked_prefill_size"])
     out["cuda_graph_config"] = {
+        # The batch sizes are materialized whatever the backend (arg_groups/memory_hook.py
+        # _handle_gpu_memory_settings), so a disabled decode graph still lists them.
         "decode": _phase_config(
-            decode_backend, int(out.get("cuda_graph_max_bs_decode") or max(decode_bs)),
-            decode_bs if decode_backend != "disabled" else [],
+            decode_backend, int(out.get("cuda_graph_max_bs_decode") or max(decode_bs)), decode_bs,
         ),
         "prefill": _phase_config(
             "disabled" if out["disable_cuda_graph"] else out.get("cuda_graph_backend_prefill", "disabled"),
