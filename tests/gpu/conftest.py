@@ -28,6 +28,7 @@ from sparkgate.evidence.results import Verdict
 from sparkgate.evidence.verify import verify
 from sparkgate.optimizations import mtp_recheck
 from tests.gpu import records
+from tests.real import differential as D
 from tests.real import gate
 from tests.real.checkpoints import DUMMY_WEIGHTS_ARGS, build_tiny_bailing_v2, build_tiny_llama
 from tests.real.engine import NEXTN_ARGS, EngineSlot, EngineStartError, Launch, RealEngine, standalone_args
@@ -146,8 +147,12 @@ def run_launch(slot: EngineSlot, spec: GpuLaunch) -> LaunchResult:
         return result
     result.startup_s = round(time.monotonic() - started, 2)
     try:
-        # tests/real/observe.py's requests, sent when the slot started it: the differential's real side
-        records.write_json(out / "observation.json", dataclasses.asdict(slot.observation(spec.launch)))
+        # The differential's real side (tests/real/differential.py Side): observe.py's requests, sent when the slot
+        # started it, the extra ones, then what the engine shows after them.
+        side = {"seen": dataclasses.asdict(slot.observation(spec.launch)), "extra": D.extra_requests(engine),
+                "server_info": engine.server_info(), "metrics_text": engine.metrics_text(),
+                "log_text": engine.log_text()}
+        records.write_json(out / "side.json", side)
         for profile in spec.profiles:
             expectations = gate.expectations_for(profile, engine, **identity(spec))
             client = RecordingClient(engine.url, timeout=30.0)

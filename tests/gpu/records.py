@@ -7,7 +7,8 @@ On the GPU machine (tests/gpu/conftest.py), per launch, under $SPARKGATE_GPU_REC
     <profile>.recording.json    sparkgate.evidence.recording.Recording: every answer the verification read, and
                                 the verdict it gave
     rechecks.json               the sentinel's re-check results after admission (speculative launches)
-    observation.json            tests/real/observe.py's requests right after the start (the differential's real side)
+    side.json                   tests/real/differential.py's real side: observe.py's and the extra requests right
+                                after the start, then /server_info, /metrics and the log
     after.json                  /server_info and /metrics after everything
 
 Here: `python -m tests.gpu.records import gpu-records.tar.gz` replaces tests/fixtures/gpu/ with the archive's
@@ -70,6 +71,10 @@ def rechecks(name: str, root: Path = FIXTURES) -> list[dict[str, Any]]:
 
 def after(name: str, root: Path = FIXTURES) -> dict[str, Any]:
     return json.loads((root / name / "after.json").read_text())
+
+
+def side(name: str, root: Path = FIXTURES) -> dict[str, Any]:
+    return json.loads((root / name / "side.json").read_text())
 
 
 def server_log(name: str, root: Path = FIXTURES) -> str:
