@@ -32,7 +32,7 @@ from sparkgate.evidence.recording import Recording
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
 RECORD_ENV = "SPARKGATE_GPU_RECORD_DIR"
 LAUNCH_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,40}")
-MEMBER = re.compile(r"(launch\.json|server\.log|rechecks\.json|after\.json|observation\.json|[a-z0-9-]{1,40}\.recording\.json)")
+MEMBER = re.compile(r"(launch\.json|server\.log|rechecks\.json|after\.json|side\.json|[a-z0-9-]{1,40}\.recording\.json)")
 MAX_MEMBER_BYTES = 8 << 20
 
 
