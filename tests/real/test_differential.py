@@ -33,6 +33,8 @@ next module finds no server running.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from sparkgate.bench.envfacts import SERVER_INFO_KEYS as BENCH_SERVER_INFO_KEYS
@@ -41,13 +43,20 @@ from sparkgate.evidence.verify import verified_config_keys
 from sparkgate.runtime.admin_key import SECRET_FIELDS
 from sparkgate.sglang import conformance as C
 from sparkgate.sglang.parser import parse_argv
+from tests.gpu import records as gpu_records
 from tests.real import differential as D
 from tests.real.engine import Launch
-from tests.real.observe import observe
+from tests.real.observe import Observation, observe
 
 pytestmark = pytest.mark.real
 
-LAUNCHES = ("dense", "nextn")
+# The real CPU launches, then the real CUDA launches the GPU lane recorded (tests/fixtures/gpu: the real side read
+# from the record, the simulator started here on the recorded argv): the capture lines, graph-pass modes and draft
+# graphs the CPU engine cannot show are held to a real CUDA engine there.
+CPU_LAUNCHES = ("dense", "nextn")
+GPU_RECORDED = tuple(name for name in gpu_records.launches() if (gpu_records.FIXTURES / name / "side.json").is_file())
+GPU_PREFIX = "gpu-"
+LAUNCHES = CPU_LAUNCHES + tuple(GPU_PREFIX + name for name in GPU_RECORDED)
 
 # What sparkgate reads from /server_info: the fixture's server args and server_info fields, the fields each verdict
 # records (COMMON_CONFIG_KEYS and every optimization's CONFIG_KEYS), the bench's, the secrets the sentinel redacts.
@@ -131,7 +140,27 @@ def _sides(request, real_engines, launch: Launch, sim_dir) -> tuple[D.Side, D.Si
     real = D.Side(real_seen, real_extra, engine.server_info(),
                   logs.EngineLog(f"file {engine.log_path}", engine.log_text()),
                   D.Exposition.parse(engine.metrics_text()))
-    sim = D.SimEngine.like(engine, sim_dir).start()
+    return _simulated_like(request, real, D.SimEngine.like(engine, sim_dir), request.fixturename.removeprefix("sides_"))
+
+
+# The GPU lane's engine env (tests/real/engine.py RealEngine on CUDA): the probe plugin, no CPU engine switch.
+GPU_ENGINE_ENV = {"SGLANG_PLUGINS": "engagement_probe", "SPARKGATE_SIM_IMAGE": D.SIM_IMAGE}
+
+
+def _recorded_sides(request, name: str, sim_dir) -> tuple[D.Side, D.Side, str]:
+    """A GPU record's real side, and the simulator started here on that launch's argv and env."""
+    recorded = gpu_records.side(name)
+    seen = Observation(**recorded["seen"])
+    real = D.Side(seen, recorded["extra"], recorded["server_info"],
+                  logs.EngineLog(f"GPU record {name}", recorded["log_text"]), D.Exposition.parse(recorded["metrics_text"]))
+    argv = seen.argv[seen.argv.index("sglang.launch_server") + 1 :]
+    launch = Launch(model_path=Path(argv[argv.index("--model-path") + 1]),
+                    served_model_name=argv[argv.index("--served-model-name") + 1], device="cuda")
+    return _simulated_like(request, real, D.SimEngine(launch, argv, GPU_ENGINE_ENV, sim_dir), GPU_PREFIX + name)
+
+
+def _simulated_like(request, real: D.Side, sim: D.SimEngine, launch_name: str) -> tuple[D.Side, D.Side, str]:
+    sim.start()
     try:
         sim_seen = observe(sim)
         sim_extra = D.extra_requests(sim)
@@ -141,7 +170,7 @@ def _sides(request, real_engines, launch: Launch, sim_dir) -> tuple[D.Side, D.Si
         stderr = sim.stderr()
     finally:
         sim.stop()
-    _summarize(request.config, request.fixturename.removeprefix("sides_"), real, simulated)
+    _summarize(request.config, launch_name, real, simulated)
     return real, simulated, stderr
 
 
@@ -157,10 +186,18 @@ def sides_nextn(request, real_engines, nextn_launch, tmp_path_factory):
     return _sides(request, real_engines, nextn_launch, tmp_path_factory.mktemp("sim-nextn"))
 
 
+_RECORDED_SIDES: dict[str, tuple[D.Side, D.Side, str]] = {}
+
+
 @pytest.fixture
-def side(request, launch) -> tuple[D.Side, D.Side, str]:
+def side(request, launch, tmp_path_factory) -> tuple[D.Side, D.Side, str]:
     """The parametrized launch's (real, simulator, simulator stderr)."""
-    return request.getfixturevalue(f"sides_{launch}")
+    if not launch.startswith(GPU_PREFIX):
+        return request.getfixturevalue(f"sides_{launch}")
+    if launch not in _RECORDED_SIDES:  # once per session, like the CPU launches' session fixtures
+        name = launch.removeprefix(GPU_PREFIX)
+        _RECORDED_SIDES[launch] = _recorded_sides(request, name, tmp_path_factory.mktemp(f"sim-{launch}"))
+    return _RECORDED_SIDES[launch]
 
 
 def _given(side: D.Side) -> set[str]:
@@ -359,3 +396,15 @@ def test_the_speculative_fields_are_compared(sides_nextn, sides_dense):
     for side in (dense_real, dense_sim):
         assert C.string_("meta_spec_verify_ct") not in side.seen.generate[0]["meta_info"]
         assert "sglext" not in side.extra["chat_spec"]
+
+
+@pytest.mark.parametrize("launch", LAUNCHES[len(CPU_LAUNCHES):])
+def test_what_only_the_simulator_shows_on_cpu_a_real_cuda_engine_shows_too(side, launch):
+    """The capture lines and graph-pass modes the CPU engine cannot print, held to the GPU lane's real CUDA engine:
+    nothing the simulator emits for this launch is missing from the real record."""
+    real, sim, _ = side
+    assert D.simulator_only(real, sim) == [], "the simulator emits these for a CUDA launch; the real CUDA engine did not"
+
+
+def test_the_gpu_records_are_part_of_the_differential():
+    assert {"dense-graphs", "dense-eager"} <= set(GPU_RECORDED), GPU_RECORDED
