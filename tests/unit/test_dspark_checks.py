@@ -209,7 +209,9 @@ def test_the_probe_is_judged_against_dsparks_floor(want, monkeypatch):
     ctx.scrape = lambda: samples
     ctx.state["previous_activity"] = activity.read(samples)  # and the engine was idle over the last period
     results = {c.name: c for c in dspark.rechecks(ctx)}
-    assert set(results) == {"sentinel.dspark_accept_probe", "sentinel.dspark_accept_window"}
+    assert set(results) == {"sentinel.dspark_accept_counters", "sentinel.dspark_accept_probe",
+                            "sentinel.dspark_accept_window"}
+    assert results["sentinel.dspark_accept_counters"].passed  # the counters were read
     probe = results["sentinel.dspark_accept_probe"]
     assert not probe.passed and probe.expected.startswith(">= 3.0")  # 2.5 passes NEXTN's 2.0, not DSpark's 3.0
 
