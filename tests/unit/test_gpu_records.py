@@ -84,3 +84,38 @@ def test_a_draft_with_other_weights_is_refused_on_real_counts():
     assert not result["mtp.accept_length"]["passed"], result["mtp.accept_length"]["observed"]
     after = {c["name"]: c for c in records.rechecks("standalone-other-seed")}
     assert after["sentinel.accept_counters"]["passed"] and not after["sentinel.accept_probe"]["passed"], after
+
+
+# -- importing a records archive from the GPU machine --------------------------------------------------------------
+
+def _archive(tmp_path, members: dict[str, bytes], name: str = "records.tar.gz"):
+    import io
+    import tarfile
+
+    path = tmp_path / name
+    with tarfile.open(path, "w:gz") as tar:
+        for member, data in members.items():
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.mark.parametrize("member", ["../escape/launch.json", "/abs/launch.json", "dense-graphs/../../x.log",
+                                    "dense-graphs/notes.txt", "Dense/launch.json", "a/b/launch.json"])
+def test_an_archive_with_a_foreign_member_is_refused_whole(tmp_path, member):
+    dest = tmp_path / "gpu"
+    dest.mkdir()
+    (dest / "kept").mkdir()
+    archive = _archive(tmp_path, {"dense-graphs/launch.json": b"{}", member: b"x"})
+    with pytest.raises(records.BadArchive, match="unexpected member"):
+        records.import_archive(archive, dest)
+    assert [p.name for p in dest.iterdir()] == ["kept"]  # the previous records stay as they were
+
+
+def test_a_recording_the_cpu_tests_cannot_read_is_refused_at_import(tmp_path):
+    dest = tmp_path / "gpu"
+    archive = _archive(tmp_path, {"dense-graphs/launch.json": b"{}", "dense-graphs/baseline.recording.json": b"{}"})
+    with pytest.raises(ValueError):
+        records.import_archive(archive, dest)
+    assert not dest.exists()
