@@ -92,7 +92,7 @@ class EngineClient:
     def _json_object(method: str, path: str, text: str) -> dict:
         try:
             value = json.loads(text)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, a number too long to read, nesting too deep
             raise EngineUnreachable(f"{method} {path}: not JSON ({text[:80]!r})") from None
         if not isinstance(value, dict):
             raise EngineUnreachable(f"{method} {path}: expected a JSON object")
@@ -120,7 +120,7 @@ class EngineClient:
         with response:
             try:
                 lines = list(_sse_lines(response))
-            except (OSError, TimeoutError) as exc:  # a stalled or cut stream is missing evidence
+            except (OSError, TimeoutError, http.client.HTTPException) as exc:  # a stalled or cut stream: no evidence
                 raise EngineUnreachable(f"POST /generate: stream broke: {exc}") from None
             for arrived, raw in lines:
                 line = raw.decode("utf-8", "replace").strip()
@@ -131,7 +131,7 @@ class EngineClient:
                     return
                 try:
                     yield arrived, json.loads(payload)
-                except json.JSONDecodeError:
+                except (ValueError, RecursionError):
                     raise EngineUnreachable(f"POST /generate: bad stream chunk {payload[:80]!r}") from None
 
 

@@ -13,8 +13,10 @@ recorded: a replay cannot judge it and says so). Client stopwatch readings repla
 
 from __future__ import annotations
 
+import json
+import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -22,8 +24,44 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.logs import EngineLog
+from sparkgate.runtime.admin_key import REDACTED, SECRET_FIELDS, redact, redact_text
 
 RECORDING_VERSION = 1
+# A secret server arg as SGLang prints it in a log line (`server_args=ServerArgs(api_key='…', …)` or a dict repr):
+# the value goes, the field stays. JSON answers are redacted field by field (admin_key.redact).
+_SECRET_ASSIGNMENT = re.compile(
+    r"""(\b(?:{})(?:['"]?\s*[:=]\s*))(['"])(?!{})(.*?)\2""".format("|".join(SECRET_FIELDS), re.escape(REDACTED)))
+# Checks whose evidence does not travel through the client (the admin-route probe, the host's /proc/meminfo): a
+# recording cannot hold it, so a verification that ran them is not recorded rather than replayed without them.
+NOT_RECORDABLE = ("engine.admin_key_enforced", "host.")
+
+
+class NotRecordable(Exception):
+    """The verification read evidence a recording cannot hold."""
+
+
+def scrub(text: str | None, keys: Iterable[str]) -> str | None:
+    """`text` without secrets: a JSON document redacted field by field, any text by known key and printed form."""
+    if text is None:
+        return None
+    keys = tuple(keys)
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        value = None
+    if isinstance(value, dict | list):
+        return json.dumps(redact(value, keys))
+    text = redact_text(text, keys)
+    return _SECRET_ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}{m.group(2)}", text)
+
+
+def _scrubbed(exchange: Exchange, keys: tuple[str, ...]) -> Exchange:
+    return exchange.model_copy(update={
+        "body": redact(exchange.body, keys) if exchange.body is not None else None,
+        "text": scrub(exchange.text, keys),
+        "error": scrub(exchange.error, keys),
+        "chunks": None if exchange.chunks is None else [(at, redact(chunk, keys)) for at, chunk in exchange.chunks],
+    })
 Call = Literal["status", "GET", "POST", "stream"]
 
 
@@ -57,10 +95,17 @@ class Recording(BaseModel):
 
     @classmethod
     def of(cls, client: RecordingClient, expectations: dict, log: EngineLog, verdict, *,
-           calibrate: bool = True) -> Recording:
-        return cls(engine_url=client.base_url, expectations=expectations, log_source=log.source, log_text=log.text,
-                   log_error=log.error, calibrate=calibrate, exchanges=list(client.exchanges),
-                   verdict=verdict.as_dict())
+           calibrate: bool = True, secrets: Iterable[str] = ()) -> Recording:
+        """The recording, with every secret it could carry replaced by a marker: the client's API key, `secrets`
+        (the admin key), secret server args in JSON answers and in the log, credentials in the URL."""
+        unrecordable = sorted(c.name for c in verdict.checks if c.name.startswith(NOT_RECORDABLE))
+        if unrecordable:
+            raise NotRecordable(f"{', '.join(unrecordable)} read evidence outside the engine's HTTP answers")
+        keys = tuple(k for k in (client.api_key, *secrets) if k)
+        url = re.sub(r"//[^/@]*@", "//", client.base_url)
+        return cls(engine_url=url, expectations=redact(expectations, keys), log_source=log.source,
+                   log_text=scrub(log.text, keys), log_error=scrub(log.error, keys), calibrate=calibrate,
+                   exchanges=[_scrubbed(e, keys) for e in client.exchanges], verdict=redact(verdict.as_dict(), keys))
 
     def log(self) -> EngineLog:
         return EngineLog(self.log_source, self.log_text, self.log_error)
@@ -146,13 +191,13 @@ class ReplayClient(EngineClient):
             raise EngineUnreachable(recorded.error, recorded.timed_out)
 
 
-def replay(recording: Recording, *, meminfo_path: str | None = None):
+def replay(recording: Recording):
     """The verdict the current code gives on the recorded answers (sparkgate.evidence.verify.verify, no engine)."""
     from sparkgate.evidence.verify import verify  # verify imports the gatherer, which this module must not
 
     client = ReplayClient(recording.engine_url, exchanges=tuple(recording.exchanges))
     verdict = verify(recording.engine_url, recording.expectations, recording.log(), client=client,
-                     calibrate=recording.calibrate, meminfo_path=meminfo_path)
+                     calibrate=recording.calibrate)
     if client.unused:
         raise ReplayMismatch(f"{client.unused} recorded call(s) were never asked for: the code reads less than was "
                              "recorded, or in another order")

@@ -23,6 +23,7 @@ The sentinel calls `start` after each full verification and `rechecks` every per
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -67,6 +68,8 @@ def counters_of(samples: list) -> Counters | None:
     verifies = metrics_mod.total(samples, VERIFY_CALLS)
     if tokens is None or verifies is None:
         return None
+    if not all(math.isfinite(v) and v >= 0 for v in (tokens, verifies)):
+        return None  # NaN, infinite or negative counters are no counters: acceptance cannot be judged from them
     return Counters(tokens, verifies)
 
 

@@ -36,6 +36,7 @@ from tests.real.engine import NEXTN_ARGS, EngineSlot, EngineStartError, Launch, 
 SGLANG_VERSION = version("sglang")
 DRAFT_TRAP_SEED = 1  # another tiny llama's weights: a draft that never agrees with its target
 RECHECK_PERIOD_S = 1.0
+RUN_ID = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())  # one per lane run: records of two runs never mix
 
 
 def pytest_collection_modifyitems(config, items):
@@ -175,6 +176,7 @@ def run_launch(slot: EngineSlot, spec: GpuLaunch) -> LaunchResult:
             "name": spec.name, "argv": engine.argv[engine.argv.index("sglang.launch_server") + 1:],
             "sglang_version": SGLANG_VERSION, "gpu": _gpu_name(), "startup_s": result.startup_s,
             "verify_s": result.verify_s, "profiles": list(spec.profiles), "architecture": spec.architecture,
+            "run": RUN_ID,
         })
     return result
 

@@ -18,6 +18,7 @@ import zipfile
 from pathlib import Path
 
 STAMP = ".sparkgate-pack"
+TREE = "sglang-tree.zip"
 
 
 def sha256(path: Path) -> str:
@@ -38,8 +39,23 @@ def main(pack: Path, site: Path) -> int:
     if (site / STAMP).is_file() and (site / STAMP).read_text().strip() == stamp:
         print(f"install_pack: {site} already holds this pack")
         return 0
-    manifest = json.loads(manifest_path.read_text())
-    for name, want in manifest["files"].items():
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        files, python = dict(manifest["files"]), str(manifest["python"])
+    except (ValueError, KeyError, TypeError) as exc:
+        print(f"install_pack: {manifest_path} is not a pack manifest ({exc!r})", file=sys.stderr)
+        return 2
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if python != running:
+        print(f"install_pack: the pack is for Python {python}, this is {running}: `invoke test.gpu-pack` for it",
+              file=sys.stderr)
+        return 2
+    present = {str(p.relative_to(pack)) for p in pack.rglob("*") if p.is_file() and p != manifest_path}
+    if present != set(files) or TREE not in files:
+        print(f"install_pack: {pack} holds other files than its MANIFEST.json lists "
+              f"(unlisted: {sorted(present - set(files))}, missing: {sorted(set(files) - present)})", file=sys.stderr)
+        return 2
+    for name, want in files.items():
         path = pack / name
         if not path.is_file() or path.stat().st_size != want["bytes"] or sha256(path) != want["sha256"]:
             print(f"install_pack: {path} does not match MANIFEST.json (missing, truncated or altered)", file=sys.stderr)
@@ -47,9 +63,9 @@ def main(pack: Path, site: Path) -> int:
     staging = site.with_name(site.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    with zipfile.ZipFile(pack / "sglang-tree.zip") as tree:
+    with zipfile.ZipFile(pack / TREE) as tree:
         tree.extractall(staging)
-    wheels = sorted(str(pack / name) for name in manifest["files"] if name.endswith(".whl"))
+    wheels = sorted(str(pack / name) for name in files if name.endswith(".whl"))
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--no-compile",
                     "--no-cache-dir", "--target", str(staging), *wheels], check=True)
     (staging / STAMP).write_text(stamp + "\n")

@@ -407,6 +407,9 @@ def test_what_only_the_simulator_shows_on_cpu_a_real_cuda_engine_shows_too(side,
     nothing the simulator emits for this launch is missing from the real record."""
     real, sim, _ = side
     assert D.simulator_only(real, sim) == [], "the simulator emits these for a CUDA launch; the real CUDA engine did not"
+    # Not vacuous: each of these launches captured decode graphs, and both sides say so.
+    captured = {"log_formats.capture_end", "metrics.cuda_graph_passes{mode=decode_cuda_graph}"}
+    assert captured <= D.emitted_keys(real) & D.emitted_keys(sim)
 
 
 def test_the_gpu_records_are_part_of_the_differential():

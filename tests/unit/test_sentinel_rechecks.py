@@ -277,3 +277,12 @@ def test_the_probe_records_its_decode_speed_in_engine_time_for_the_status_page()
     # Without the engine's timing the accept length is still judged; the plot gets no point.
     untimed = acceptance.run_probe(_StreamingClient({"completion_tokens": 48, "spec_verify_ct": 18}), timeout_s=5.0)
     assert untimed.decode_tok_s is None and acceptance.probe_check(untimed, FLOOR, "idle, periodic").passed
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0])
+def test_counters_that_are_not_counts_are_missing_evidence(bad):
+    from sparkgate.optimizations import mtp_recheck
+
+    samples = [("sglang:generation_tokens_total", {}, 100.0), ("sglang:spec_verify_calls_total", {}, bad)]
+    assert mtp_recheck.counters_of(samples) is None
+    assert mtp_recheck.counters_of([samples[0], ("sglang:spec_verify_calls_total", {}, 40.0)]).verifies == 40.0

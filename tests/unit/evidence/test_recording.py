@@ -88,3 +88,38 @@ def test_a_recording_with_unknown_fields_does_not_load(healthy_and_refused):
     document["exchanges"][0]["injected"] = True
     with pytest.raises(ValueError, match="injected"):
         Recording.model_validate(document)
+
+
+def test_no_secret_reaches_a_recording(tmp_path):
+    """The API key the client sends, the admin key, and both as SGLang echoes them (server_info fields, the
+    launch command, the server_args log line) are replaced by a marker; the verdict still replays."""
+    from tests.plugins.simproc import Sim, profile_launch
+
+    api_key, admin_key = "LIVEKEY-5f1e9a", "ADMINKEY-77c0d2"
+    argv, env = profile_launch("baseline")
+    sim = Sim([*argv, "--api-key", api_key, "--admin-api-key", admin_key], env, tmp_path, scale=SCALE).start()
+    try:
+        sim.wait_ready()
+        expectations = expectations_mod.build(profiles.load("baseline"), "sim", sim.scale)
+        log = logs.from_file(str(sim.log_dir / f"sim-{sim.port}.out"))
+        assert api_key in (log.text or "")  # the engine's own log carries it: the recording must not
+        client = RecordingClient(sim.base_url, api_key=api_key)
+        verdict = verify(sim.base_url, expectations, log, client=client)
+        recording = Recording.of(client, expectations, log, verdict, secrets=(admin_key,))
+    finally:
+        sim.stop()
+    text = recording.model_dump_json()
+    assert api_key not in text and admin_key not in text
+    assert "<redacted>" in text
+    assert outcomes(replay(recording).as_dict()) == outcomes(recording.verdict)
+
+
+def test_a_verification_that_read_evidence_outside_the_engine_answers_is_not_recorded():
+    from sparkgate.evidence.recording import NotRecordable
+    from sparkgate.evidence.results import CheckResult, Verdict
+
+    check = CheckResult(name="engine.admin_key_enforced", passed=False, observed=None, expected="", source="",
+                        hint="")
+    verdict = Verdict(profile="baseline", engine_url="http://127.0.0.1:1", time="t", checks=[check])
+    with pytest.raises(NotRecordable, match="admin_key_enforced"):
+        Recording.of(RecordingClient("http://127.0.0.1:1"), {}, logs.EngineLog("x", ""), verdict)
