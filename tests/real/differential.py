@@ -223,8 +223,12 @@ def compare(where: str, real: Any, sim: Any, path: str = "", selected: Iterable[
         if real_types != sim_types:
             return [f"{where} {path}[]: real elements {real_types}, simulator elements {sim_types}"]
         problems = []
-        for index, (want, got) in enumerate(zip(real, sim, strict=False)):
-            if json_type(want) in ("dict", "list"):
+        for index in range(max(len(real), len(sim))):
+            # Pairwise where both have the element; a tail either side has alone is held to the other's first
+            # element (lengths differ with the generated text; shapes must not).
+            want = real[index] if index < len(real) else real[0]
+            got = sim[index] if index < len(sim) else sim[0]
+            if json_type(want) in ("dict", "list") and json_type(want) == json_type(got):
                 problems += compare(where, want, got, f"{path}[{index}]", may_differ=may_differ)
         return problems
     return []
@@ -324,6 +328,8 @@ def compare_streams(where: str, real: list[dict], sim: list[dict], kind: Callabl
         if name in real_kinds:
             for index, event in enumerate(events):
                 problems += compare(f"{where} [{name} event {index}]", real_kinds[name][0], event)
+            for index, event in enumerate(real_kinds[name][1:], start=1):  # and every real event of the kind too
+                problems += compare(f"{where} [real {name} event {index}]", event, events[0])
     return problems
 
 

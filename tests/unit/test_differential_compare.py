@@ -289,3 +289,20 @@ def test_sglang_unions_and_finish_shapes():
     assert D.compare("POST /generate", {"meta_info": {"finish_reason": {"type": "stop", "matched": 2}}},
                      {"meta_info": {"finish_reason": {"type": "length", "length": 3.0}}}) == [
         "POST /generate meta_info.finish_reason.length: simulator float, SGLang's length finish ['int']"]
+
+
+def test_a_list_tail_either_side_has_alone_is_compared():
+    from tests.real import differential as D
+
+    assert D.compare("x", {"a": [{"k": 1}]}, {"a": [{"k": 1}, {"j": 2}]})
+    assert D.compare("x", {"a": [{"k": 1}, {"j": 2}]}, {"a": [{"k": 1}]})
+    assert D.compare("x", {"a": [{"k": 1}, {"k": 2}]}, {"a": [{"k": 3}]}) == []
+
+
+def test_every_real_stream_event_of_a_kind_is_compared():
+    from tests.real import differential as D
+
+    real = [{"a": 1}, {"a": 2, "extra": 1}, {"a": 3}, {"done": 1}]
+    sim = [{"a": 1}, {"a": 2}, {"a": 3}, {"done": 1}]
+    assert D.compare_streams("s", real, sim, D.generate_event_kind)
+    assert D.compare_streams("s", sim, sim, D.generate_event_kind) == []
