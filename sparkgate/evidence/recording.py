@@ -164,7 +164,9 @@ class ReplayClient(EngineClient):
         recorded = self.exchanges[index]
         if (recorded.call, recorded.path, recorded.body) != (call, path, body):
             raise ReplayMismatch(f"call {index + 1}: the code asks {call} {path}, the recording holds "
-                                 f"{recorded.call} {recorded.path}" + (" (another body)" if recorded.path == path else ""))
+                                 f"{recorded.call} {recorded.path}" + (" (another body)" if recorded.path == path else "")
+                                 + ": the code reads other evidence than it did, or the recorded run stopped on its "
+                                 "wall clock (a budget or cap) where this replay did not")
         self.cursor[0] = index + 1
         return recorded
 
