@@ -4,6 +4,7 @@
   versions of the CUDA ops in tests/gpu/stand_ins/sgl_kernel_cuda, re-exported at the package's top level; every
   other name imports and raises when called (`_loud.py`).
 - `cutlass`: import-only (SGLang imports CuTe DSL modules on CUDA whose kernels need SM100).
+- `flash_mla`: import-only (the EAGLE worker imports the FlashMLA backend while capturing the draft-extend graph).
 - the engagement probe (probe/src) with the entry point SGLang's plugin loader looks for, when the interpreter
   does not have it installed (the GPU machine has no pip index).
 - `sglang_kernel-*.dist-info`: SGLang asserts sglang-kernel >= 0.4.9 at start on CUDA
@@ -22,6 +23,7 @@ REPO = HERE.parents[1]
 CPU_STAND_IN = REPO / "tests" / "real" / "stand_ins" / "sgl_kernel"
 CUDA_OPS = HERE / "stand_ins" / "sgl_kernel_cuda"
 CUTLASS = HERE / "stand_ins" / "cutlass"
+FLASH_MLA = HERE / "stand_ins" / "flash_mla"
 PROBE_SRC = REPO / "probe" / "src" / "sparkgate_probe"
 STANDS_IN_FOR = "0.4.10"  # the sglang-kernel version SGLang 0.5.23's setup pins
 # Where tests/gpu/run installed SGLang and the packages the GPU machine lacks (a --target directory).
@@ -56,6 +58,7 @@ def write_cuda_site_dir(site: Path) -> Path:
     )
     _write(kernel / "__init__.py", init)
     shutil.copytree(CUTLASS, site / "cutlass", ignore=_IGNORE, dirs_exist_ok=True)
+    shutil.copytree(FLASH_MLA, site / "flash_mla", ignore=_IGNORE, dirs_exist_ok=True)
     _write(site / f"sglang_kernel-{STANDS_IN_FOR}.dist-info" / "METADATA",
            f"Metadata-Version: 2.1\nName: sglang-kernel\nVersion: {STANDS_IN_FOR}\n"
            "Summary: sparkgate tests/gpu torch stand-in (not the real sgl-kernel)\n")

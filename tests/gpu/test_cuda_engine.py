@@ -57,11 +57,18 @@ def rechecked(result) -> dict:
     return {c["name"]: c for c in result.rechecks}
 
 
+# STANDALONE is not NEXTN: the mtp profile's NEXTN checks refuse it, each with what it is (the algorithm, the draft's
+# class, no NEXTN load line), and the probe's LM-head sharing facts come from the NEXTN draft's init_lm_head hook,
+# which a STANDALONE draft never calls (seen on the H200).
+NOT_NEXTN = {"mtp.config_echo", "mtp.draft_loaded", "mtp.log_draft_loaded", "engine.probe_report"}
+
+
 def test_a_target_drafting_for_itself_passes_acceptance_on_real_counts(launch_result):
     result = launch_result("standalone-self")
     checks = result.checks("mtp")
     assert checks["mtp.accept_length"].passed, checks["mtp.accept_length"].observed
-    assert failures_of(checks, ENGINE_CHECKS) == {}
+    assert set(failures_of(checks, ENGINE_CHECKS)) <= NOT_NEXTN
+    assert {name for name, check in checks.items() if not check.passed} - ANSWERS == NOT_NEXTN
     after = rechecked(result)
     assert after["sentinel.accept_counters"]["passed"], after
     assert after["sentinel.accept_counters"]["observed"]["verify_calls"] > 0
