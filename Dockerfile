@@ -58,22 +58,24 @@ RUN python3 -m venv /opt/uv \
  && uv venv --seed --python "${PYTHON_VERSION}" "${VIRTUAL_ENV}"
 ENV PATH=/opt/venv/bin:${PATH}
 
-# The fork: a shallow clone of the branch must sit exactly on the pinned commit. When the branch has
-# moved, the build stops rather than silently picking up unreviewed changes.
+# The fork at the pinned commit itself, wherever its branch has moved since: a blobless clone carries the branch's
+# whole history (commits and trees; file contents are fetched for the one checkout), the pin must be in it, and the
+# build checks that commit out and prints its full SHA (to pin it unabbreviated). Unreviewed commits never enter.
 ARG SGLANG_REPO=https://github.com/inclusionAI/sglang.git
 ARG SGLANG_BRANCH=ling_v3_support_mxfp4_humming
 ARG SGLANG_COMMIT=079d40460
 # setuptools_scm derives the dev counter from the clone depth; pin the version string instead, so a
 # shallow and a full clone of the same commit report the same version (kernel caches key on it).
 ARG SGLANG_VERSION=0.0.0.dev1+g079d40460
-RUN git clone --quiet --depth 1 --branch "${SGLANG_BRANCH}" "${SGLANG_REPO}" /opt/sglang \
- && head="$(git -C /opt/sglang rev-parse HEAD)" \
- && case "${head}" in \
-      "${SGLANG_COMMIT}"*) ;; \
-      *) echo "sparkgate: ${SGLANG_REPO} branch ${SGLANG_BRANCH} is at $(git -C /opt/sglang rev-parse --short=9 HEAD), but images.lock.yaml pins ${SGLANG_COMMIT}; review the new commits, then update sglang_fork in images.lock.yaml and the defaults in this Dockerfile" >&2; \
-         exit 1 ;; \
-    esac \
- && echo "sparkgate: SGLang fork at $(git -C /opt/sglang rev-parse --short=9 HEAD) (pinned ${SGLANG_COMMIT})"
+RUN git clone --quiet --filter=blob:none --no-checkout --branch "${SGLANG_BRANCH}" "${SGLANG_REPO}" /opt/sglang \
+ && tip="$(git -C /opt/sglang rev-parse HEAD)" \
+ && if ! full="$(git -C /opt/sglang rev-parse --verify --quiet "${SGLANG_COMMIT}^{commit}")" \
+       || ! git -C /opt/sglang merge-base --is-ancestor "${full}" "${tip}"; then \
+      echo "sparkgate: ${SGLANG_COMMIT} (images.lock.yaml sglang_fork) is not a commit in the history of ${SGLANG_REPO} branch ${SGLANG_BRANCH} (at ${tip}); check the pin and the branch in images.lock.yaml and the defaults in this Dockerfile" >&2; \
+      exit 1; \
+    fi \
+ && git -C /opt/sglang checkout --quiet --detach "${full}" \
+ && echo "sparkgate: SGLang fork at ${full} (pinned ${SGLANG_COMMIT}; branch ${SGLANG_BRANCH} is at ${tip})"
 
 # MAX_JOBS bounds compile parallelism: unified memory is shared with the GPU, and too many parallel
 # nvcc jobs wedge the GB10 driver instead of failing with an OOM. It stays set at run time, where

@@ -147,8 +147,8 @@ def test_build_task_passes_every_pin_the_dockerfile_declares() -> None:
 
 def test_fork_clone_is_checked_against_the_pinned_commit() -> None:
     (clone,) = [cmd for cmd in run_commands(SPARK_DOCKERFILE) if "git clone" in cmd]
-    assert '--branch "${SGLANG_BRANCH}" "${SGLANG_REPO}"' in clone
-    assert 'case "${head}" in' in clone and '"${SGLANG_COMMIT}"*) ;;' in clone and "exit 1" in clone
+    assert '--filter=blob:none --no-checkout --branch "${SGLANG_BRANCH}" "${SGLANG_REPO}"' in clone
+    assert 'checkout --quiet --detach "${full}"' in clone and "exit 1" in clone
     (build,) = [cmd for cmd in run_commands(SPARK_DOCKERFILE) if "sglang/python[all]" in cmd]
     assert 'SETUPTOOLS_SCM_PRETEND_VERSION="${SGLANG_VERSION}"' in build
     assert "SGLANG_BUILD_RUST_EXTS=none" in build
@@ -298,3 +298,56 @@ def test_classic_builder_refuses_unpinned_base(tmp_path: Path, allow: str) -> No
         image_id = proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 and proc.stdout.strip() else ""
         if image_id.startswith("sha256:"):
             subprocess.run(["docker", "rmi", image_id], capture_output=True, check=False)
+
+
+# --- the fork clone, run for real against a local repository ------------------------------------------------------
+
+def _git(*args: str, cwd: Path) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "HOME": str(cwd), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def fork(tmp_path: Path) -> tuple[Path, list[str]]:
+    """A repository whose branch has moved three commits past the first: (path, commits oldest first)."""
+    repo = tmp_path / "fork"
+    repo.mkdir()
+    _git("init", "--quiet", "--initial-branch", "ling", cwd=repo)
+    _git("config", "uploadpack.allowFilter", "true", cwd=repo)  # the blobless clone's filter, as GitHub serves it
+    commits = []
+    for n in range(4):
+        (repo / "file.txt").write_text(f"revision {n}\n")
+        _git("add", "file.txt", cwd=repo)
+        _git("commit", "--quiet", "-m", f"r{n}", cwd=repo)
+        commits.append(_git("rev-parse", "HEAD", cwd=repo))
+    return repo, commits
+
+
+def _clone(fork_path: Path, dest: Path, commit: str) -> subprocess.CompletedProcess:
+    (script,) = [cmd for cmd in run_commands(SPARK_DOCKERFILE) if "git clone" in cmd]
+    env = {"SGLANG_REPO": f"file://{fork_path}", "SGLANG_BRANCH": "ling", "SGLANG_COMMIT": commit,
+           "HOME": str(dest.parent), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(["bash", "-c", script.replace("/opt/sglang", str(dest))], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_the_image_checks_out_the_pinned_commit_after_the_branch_moved(fork, tmp_path: Path) -> None:
+    repo, commits = fork
+    pinned = commits[0][:9]  # the lock pins an abbreviated SHA, as images.lock.yaml does
+    done = _clone(repo, tmp_path / "sglang", pinned)
+    assert done.returncode == 0, done.stderr
+    assert _git("rev-parse", "HEAD", cwd=tmp_path / "sglang") == commits[0]
+    assert (tmp_path / "sglang" / "file.txt").read_text() == "revision 0\n"
+    assert f"SGLang fork at {commits[0]} (pinned {pinned}; branch ling is at {commits[-1]})" in done.stdout
+
+
+def test_a_pin_outside_the_branch_history_stops_the_build(fork, tmp_path: Path) -> None:
+    repo, _ = fork
+    _git("checkout", "--quiet", "-b", "elsewhere", cwd=repo)
+    (repo / "file.txt").write_text("unreviewed\n")
+    _git("commit", "--quiet", "-am", "off the branch", cwd=repo)
+    stray = _git("rev-parse", "HEAD", cwd=repo)
+    done = _clone(repo, tmp_path / "sglang", stray[:9])
+    assert done.returncode == 1
+    assert f"{stray[:9]} (images.lock.yaml sglang_fork) is not a commit in the history of" in done.stderr
