@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from sparkgate.evidence.results import Verdict
 from sparkgate.evidence.stages import VERDICT_STAGES
@@ -19,18 +20,19 @@ def _short(value, limit: int = 70) -> str:
 
 
 def table(verdict: Verdict) -> Table:
+    # Names, observed values and hints come from profiles and from the engine: shown as text, never read as markup.
     title = f"sparkgate verdict for {verdict.profile} @ {verdict.engine_url}: " + ("PASS" if verdict.passed else "FAIL")
-    out = Table(title=title, show_lines=False)
+    out = Table(title=Text(title), show_lines=False)
     for column in ("stage", "check", "result", "observed", "expected"):
         out.add_column(column)
     for check in verdict.checks:
         stage = stage_of(check)
         out.add_row(
-            "undeclared" if stage is None else f"[{stage + 1}/{len(VERDICT_STAGES)}] {stage.title}",
-            check.name,
+            Text("undeclared" if stage is None else f"[{stage + 1}/{len(VERDICT_STAGES)}] {stage.title}"),
+            Text(check.name),
             "[green]pass[/green]" if check.passed else "[red]FAIL[/red]",
-            _short(check.observed),
-            _short(check.expected),
+            Text(_short(check.observed)),
+            Text(_short(check.expected)),
         )
     return out
 
@@ -38,10 +40,11 @@ def table(verdict: Verdict) -> Table:
 def print_verdict(verdict: Verdict, console: Console) -> None:
     console.print(table(verdict))
     for check in verdict.failures():
-        console.print(
-            f"[red]FAIL[/red] {check.name}: observed {_short(check.observed, 1500)}, expected "
-            f"{_short(check.expected, 120)} (source: {check.source}). Hint: {check.hint}"
-        )
+        console.print(Text.assemble(
+            ("FAIL", "red"),
+            f" {check.name}: observed {_short(check.observed, 1500)}, expected {_short(check.expected, 120)} "
+            f"(source: {check.source}). Hint: {check.hint}",
+        ))
     if verdict.passed:
         console.print(f"[green]all {len(verdict.checks)} checks passed[/green]")
 
