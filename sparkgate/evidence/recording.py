@@ -27,6 +27,22 @@ from sparkgate.evidence.logs import EngineLog
 from sparkgate.runtime.admin_key import REDACTED, SECRET_FIELDS, redact, redact_text
 
 RECORDING_VERSION = 1
+Call = Literal["status", "GET", "POST", "stream"]
+
+
+class Exchange(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    call: Call
+    path: str
+    body: dict[str, Any] | None = None
+    status: int | None = None  # call "status": the HTTP status (0: nothing answered)
+    text: str | None = None  # GET / POST: the answer's text
+    chunks: list[tuple[float, dict[str, Any]]] | None = None  # stream: (seconds after sending, chunk)
+    error: str | None = None  # EngineUnreachable's message
+    timed_out: bool = False
+
+
 # A secret server arg as SGLang prints it in a log line (`server_args=ServerArgs(api_key='…', …)` or a dict repr):
 # the value goes, the field stays. JSON answers are redacted field by field (admin_key.redact).
 _SECRET_ASSIGNMENT = re.compile(
@@ -62,20 +78,6 @@ def _scrubbed(exchange: Exchange, keys: tuple[str, ...]) -> Exchange:
         "error": scrub(exchange.error, keys),
         "chunks": None if exchange.chunks is None else [(at, redact(chunk, keys)) for at, chunk in exchange.chunks],
     })
-Call = Literal["status", "GET", "POST", "stream"]
-
-
-class Exchange(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    call: Call
-    path: str
-    body: dict[str, Any] | None = None
-    status: int | None = None  # call "status": the HTTP status (0: nothing answered)
-    text: str | None = None  # GET / POST: the answer's text
-    chunks: list[tuple[float, dict[str, Any]]] | None = None  # stream: (seconds after sending, chunk)
-    error: str | None = None  # EngineUnreachable's message
-    timed_out: bool = False
 
 
 class Recording(BaseModel):

@@ -11,7 +11,6 @@ previous one whole.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import zipfile
 from pathlib import Path
 
 from sparkgate.errors import Refusal
+from sparkgate.fleet.export import sha256_file
 
 TREE = "sglang-tree.zip"
 DEPS = "deps"
@@ -37,14 +37,6 @@ def _pip_download(args: list[str], dest: Path, what: str) -> None:
     if done.returncode:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise PackFailed(f"pip download of {what} failed: {last}")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _trimmed_tree(wheel: Path, out: Path, trim_dirs: tuple[str, ...]) -> int:
@@ -85,7 +77,7 @@ def pack(dest: Path, *, sglang: str, requirements: Path, python: str, platforms:
         manifest = {
             "sglang": sglang,
             "python": python,
-            "files": {str(p.relative_to(staging)): {"sha256": _sha256(p), "bytes": p.stat().st_size} for p in files},
+            "files": {str(p.relative_to(staging)): {"sha256": sha256_file(p), "bytes": p.stat().st_size} for p in files},
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         total = sum(entry["bytes"] for entry in manifest["files"].values())

@@ -11,7 +11,6 @@ a later failing assertion never loses what the engine printed. The tests then as
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from dataclasses import dataclass, field
 from importlib.metadata import version
@@ -163,7 +162,7 @@ def run_launch(slot: EngineSlot, spec: GpuLaunch) -> LaunchResult:
             result.verify_s[profile] = round(time.monotonic() - began, 2)
             result.verdicts[profile] = verdict
             records.write_json(out / f"{profile}.recording.json",
-                               json.loads(Recording.of(client, expectations, log, verdict).model_dump_json()))
+                               Recording.of(client, expectations, log, verdict).model_dump(mode="json"))
             if spec.speculative and profile == "mtp":
                 result.rechecks = run_rechecks(engine, expectations)
                 records.write_json(out / "rechecks.json", result.rechecks)

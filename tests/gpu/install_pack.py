@@ -22,11 +22,9 @@ TREE = "sglang-tree.zip"
 
 
 def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
+    # stdlib only: this runs before the pack (pydantic among it, which sparkgate needs) is installed
     with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def main(pack: Path, site: Path) -> int:
