@@ -1165,20 +1165,6 @@ def attribute(sources: Iterable[Source], derived_: Derived | None = None) -> Att
                        rules=tuple(sorted(n for kind, n in labels if kind == "rule")))
 
 
-def fixture_table(fixture: dict[str, Any], flags: dict[str, Any]) -> dict[tuple[str, str], Attribution]:
-    """(section, key) -> who reads that entry, for every entry of `fixture`. `flags` (the parser table) links a
-    ServerArgs field to its options."""
-    derived_ = derived()
-    dests = option_dests(flags)
-    table = {}
-    for section, entries in fixture.items():
-        if not isinstance(entries, dict) or section == "about":
-            continue
-        for key, entry in entries.items():
-            table[(section, key)] = attribute(fixture_sources(section, key, entry, derived_, dests), derived_)
-    return table
-
-
 def option_dests(flags: dict[str, Any]) -> dict[str, tuple[str, ...]]:
     """ServerArgs field -> every option string that sets it."""
     found: dict[str, set[str]] = defaultdict(set)
