@@ -93,9 +93,12 @@ def test_draft_graphs_were_captured_and_used(launch_result, name):
 def test_moe_nextn_census_and_draft_checks_read_real_values(launch_result):
     result = launch_result("moe-nextn")
     checks = result.checks("mtp")
-    for name in ("engine.probe_report", "mtp.draft_loaded", "mtp.lm_head_module_shared", "mtp.log_draft_loaded"):
-        assert checks[name].observed not in (None, "<absent>", "absent"), (name, checks[name].observed)
+    for name in ("engine.probe_report", "mtp.draft_loaded", "mtp.log_draft_loaded"):
+        assert checks[name].passed, (name, checks[name].observed)
     engagement = result.after["server_info"]["internal_states"][0]["engagement"]
+    # Stock SGLang's NEXTN draft shares the target's head tensor, not its module: the FP8-head hazard is real here
+    # (the `mtp` profile alone does not require module sharing, so no check judges it; the probe still reports it).
+    assert engagement["lm_head_sharing"] == {"module_shared": False, "weight_shared": True}, engagement
     census = list(censuses(engagement))
     assert census, engagement
     assert any(key.endswith("/triton") for layers in census for key in layers), census

@@ -31,19 +31,15 @@ def checks(name: str, profile: str) -> dict[str, dict]:
     return {check["name"]: check for check in records.recordings(name)[profile].verdict["checks"]}
 
 
-# Launches whose record is partial, each saying why in its launch.json (`partial`); everything else is whole.
-PARTIAL = {"moe-nextn"}
-
-
 def test_every_launch_of_the_lane_is_recorded():
     assert set(RECORDED) == set(LANE), "re-record with `bash tests/gpu/run` on a CUDA machine (docs/testing-gpu.md)"
     for name in RECORDED:
         info = records.launch_info(name)
         assert info["sglang_version"] == "0.5.23" and "H200" in info["gpu"], info
-        assert ("partial" in info) is (name in PARTIAL), info
-        if name not in PARTIAL:
-            assert set(records.recordings(name)) == set(LANE[name].profiles)
-            assert records.server_log(name)
+        # One whole run of the lane: every launch kept its recordings and its server log.
+        assert set(records.recordings(name)) == set(LANE[name].profiles), name
+        assert records.server_log(name), name
+    assert len({records.launch_info(name)["run"] for name in RECORDED}) == 1, "records of different runs mixed"
 
 
 @pytest.mark.parametrize(("name", "profile"), CASES)
@@ -102,6 +98,18 @@ def test_stock_nextn_on_moe_shows_its_real_census_and_head_sharing():
     assert report["draft"]["moe_layers"] == {"UnquantizedFusedMoEMethod/triton": 1}
     assert report["draft"]["model_class"] == "BailingMoeForCausalLMNextN"
     assert report["lm_head_sharing"] == {"module_shared": False, "weight_shared": True}
+
+
+def test_a_nextn_draft_that_never_agrees_on_moe_is_caught_on_client_traffic():
+    """The tiny MoE's NEXTN layer has random weights, so its draft never agrees: the admission verdict refuses it and,
+    after admission, the sentinel's window over client traffic sees the collapse and its probe confirms it."""
+    assert not checks("moe-nextn", "mtp")["mtp.accept_length"]["passed"]
+    after = records.rechecks("moe-nextn")
+    windows = [c for c in after if c["name"] == "sentinel.accept_window" and c["observed"]["collapsed"]]
+    assert windows and windows[0]["observed"]["accept_length"] < 1.5, after
+    probes = [c for c in after if c["name"] == "sentinel.accept_probe"]
+    assert probes and not probes[0]["passed"], probes
+    assert probes[0]["observed"]["trigger"] == "collapse on client traffic", probes[0]
 
 
 def test_fp8_linear_layers_on_cuda_leave_the_lm_head_unquantized():
