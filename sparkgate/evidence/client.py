@@ -108,6 +108,19 @@ class EngineClient:
         """POST a JSON body, return the JSON object answered (EngineUnreachable otherwise)."""
         return self._json_object("POST", path, self._fetch("POST", path, body, timeout))
 
+    # Evidence beside the engine's answers, read here so that a recording client keeps it with them.
+    def admin_key_probe(self, key_file: str):
+        """Whether the engine enforces the admin key in `key_file` (evidence/admin_probe.py)."""
+        from sparkgate.evidence import admin_probe  # it builds EngineClients itself
+
+        return admin_probe.probe(self, key_file)
+
+    def host_memory(self, meminfo_path: str):
+        """The host's memory now (evidence/host_memory.py): where the caller runs on the engine's host."""
+        from sparkgate.evidence import host_memory
+
+        return host_memory.reading(meminfo_path)
+
     def stream_generate(self, body: dict, timeout: float) -> Iterator[tuple[float, dict]]:
         """POST /generate with stream=true; yields (monotonic arrival time, chunk) per SSE event."""
         request = self._request("POST", "/generate", {**body, "stream": True})

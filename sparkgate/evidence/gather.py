@@ -29,8 +29,7 @@ class Evidence:
     calibration: calibration_mod.CalibrationResult | None = None
     admin_key: admin_probe.AdminKeyProbe | None = None  # only when the caller holds the admin key file
     meminfo_path: str | None = None  # only where the caller runs on the engine's host (the sentinel)
-    meminfo: host_memory.MemInfo | None = None
-    meminfo_error: str | None = None
+    host_memory: host_memory.HostMemory | None = None
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -72,14 +71,12 @@ def shown(value: Any) -> Any:
 def gather(client: EngineClient, expectations: dict, log: EngineLog, *, calibrate: bool = True,
            admin_key_file: str | None = None, meminfo_path: str | None = None) -> Evidence:
     evidence = Evidence(expectations=expectations, log=log, meminfo_path=meminfo_path)
+    # Read through the client, as the engine's answers are, so a recording of this verification keeps them too.
     if meminfo_path is not None:
-        try:
-            evidence.meminfo = host_memory.read(meminfo_path)
-        except host_memory.MemInfoUnreadable as exc:
-            evidence.meminfo_error = str(exc)
+        evidence.host_memory = client.host_memory(meminfo_path)
     evidence.health_status = client.status("/health")
     if admin_key_file is not None:
-        evidence.admin_key = admin_probe.probe(client, admin_key_file)
+        evidence.admin_key = client.admin_key_probe(admin_key_file)
     try:
         evidence.server_info = client.get_json("/server_info")
     except EngineUnreachable as exc:

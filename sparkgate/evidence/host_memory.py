@@ -17,6 +17,7 @@ shares its PID namespace) and the rest of the host.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +52,34 @@ class MemInfo:
 
 class MemInfoUnreadable(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class HostMemory:
+    """One reading of the host's memory at verification time: the meminfo figures (or why they could not be read)
+    and the processes holding the most, read together so a recorded verification replays the same verdict."""
+
+    meminfo: MemInfo | None
+    error: str | None
+    holders: tuple[dict, ...] = ()
+
+    def as_dict(self) -> dict:
+        return {"meminfo": None if self.meminfo is None else dataclasses.asdict(self.meminfo), "error": self.error,
+                "holders": list(self.holders)}
+
+    @classmethod
+    def from_dict(cls, value: dict) -> HostMemory:
+        meminfo = value.get("meminfo")
+        return cls(None if meminfo is None else MemInfo(**meminfo), value.get("error"),
+                   tuple(value.get("holders") or ()))
+
+
+def reading(path: str) -> HostMemory:
+    try:
+        info = read(path)
+    except MemInfoUnreadable as exc:
+        return HostMemory(None, str(exc))
+    return HostMemory(info, None, tuple(largest_processes()))
 
 
 def parse(text: str) -> MemInfo:
@@ -92,7 +121,8 @@ def largest_processes(proc: Path = Path("/proc"), top: int = 3) -> list[dict]:
     return sorted(found, key=lambda p: p["rss_gib"], reverse=True)[:top]
 
 
-def headroom_check(meminfo: MemInfo | None, error: str | None, path: str, expectations: dict) -> CheckResult:
+def headroom_check(memory: HostMemory, path: str, expectations: dict) -> CheckResult:
+    meminfo, error = memory.meminfo, memory.error
     floor_gib = _limits(expectations)[0]
     expected = f">= {floor_gib} GiB MemAvailable"
     if meminfo is None:
@@ -101,7 +131,7 @@ def headroom_check(meminfo: MemInfo | None, error: str | None, path: str, expect
                       "(a sentinel container without procfs, or a changed meminfo format)")
     available_gib = meminfo.available_kib / KIB_PER_GIB
     used_gib = (meminfo.total_kib - meminfo.available_kib) / KIB_PER_GIB
-    holders = largest_processes()
+    holders = list(memory.holders)
     observed = {"mem_available_gib": round(available_gib, 2), "mem_total_gib": round(meminfo.total_kib / KIB_PER_GIB, 2),
                 "in_use_gib": round(used_gib, 2), "largest_processes": holders,
                 "rest_of_host_gib": round(max(0.0, used_gib - sum(p["rss_gib"] for p in holders)), 2)}

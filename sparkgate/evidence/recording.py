@@ -20,14 +20,41 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.logs import EngineLog
 from sparkgate.runtime.admin_key import REDACTED, SECRET_FIELDS, redact, redact_text
 
 RECORDING_VERSION = 1
-Call = Literal["status", "GET", "POST", "stream"]
+Call = Literal["status", "GET", "POST", "stream", "admin_key_probe", "host_memory"]
+
+
+class _Reading(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AdminProbeReading(_Reading):  # evidence/admin_probe.AdminKeyProbe
+    key_file: str
+    without_key: int | None = None
+    with_key: int | None = None
+    error: str | None = None
+
+
+class MemInfoReading(_Reading):  # evidence/host_memory.MemInfo
+    total_kib: int
+    available_kib: int
+    swap_total_kib: int
+    swap_free_kib: int
+
+
+class HostMemoryReading(_Reading):  # evidence/host_memory.HostMemory
+    meminfo: MemInfoReading | None
+    error: str | None
+    holders: list[dict[str, str | int | float]]
+
+
+READINGS: dict[str, type[_Reading]] = {"admin_key_probe": AdminProbeReading, "host_memory": HostMemoryReading}
 
 
 class Exchange(BaseModel):
@@ -41,21 +68,20 @@ class Exchange(BaseModel):
     chunks: list[tuple[float, dict[str, Any]]] | None = None  # stream: (seconds after sending, chunk)
     error: str | None = None  # EngineUnreachable's message
     timed_out: bool = False
+    reading: dict[str, Any] | None = None  # admin_key_probe / host_memory: what was read (path: the file read)
+
+    @model_validator(mode="after")
+    def _reading_fits_its_call(self) -> Exchange:
+        shape = READINGS.get(self.call)
+        if shape is not None and self.reading is not None:
+            shape.model_validate(self.reading)  # a malformed reading is a bad recording, not a replay traceback
+        return self
 
 
 # A secret server arg as SGLang prints it in a log line (`server_args=ServerArgs(api_key='…', …)` or a dict repr):
 # the value goes, the field stays. JSON answers are redacted field by field (admin_key.redact).
 _SECRET_ASSIGNMENT = re.compile(
     r"""(\b(?:{})(?:['"]?\s*[:=]\s*))(['"])(?!{})(.*?)\2""".format("|".join(SECRET_FIELDS), re.escape(REDACTED)))
-# Checks whose evidence does not travel through the client (the admin-route probe, the host's /proc/meminfo): a
-# recording cannot hold it, so a verification that ran them is not recorded rather than replayed without them.
-NOT_RECORDABLE = ("engine.admin_key_enforced", "host.")
-
-
-class NotRecordable(Exception):
-    """The verification read evidence a recording cannot hold."""
-
-
 def scrub(text: str | None, keys: Iterable[str]) -> str | None:
     """`text` without secrets: a JSON document redacted field by field, any text by known key and printed form."""
     if text is None:
@@ -77,6 +103,7 @@ def _scrubbed(exchange: Exchange, keys: tuple[str, ...]) -> Exchange:
         "text": scrub(exchange.text, keys),
         "error": scrub(exchange.error, keys),
         "chunks": None if exchange.chunks is None else [(at, redact(chunk, keys)) for at, chunk in exchange.chunks],
+        "reading": redact(exchange.reading, keys) if exchange.reading is not None else None,
     })
 
 
@@ -100,9 +127,6 @@ class Recording(BaseModel):
            calibrate: bool = True, secrets: Iterable[str] = ()) -> Recording:
         """The recording, with every secret it could carry replaced by a marker: the client's API key, `secrets`
         (the admin key), secret server args in JSON answers and in the log, credentials in the URL."""
-        unrecordable = sorted(c.name for c in verdict.checks if c.name.startswith(NOT_RECORDABLE))
-        if unrecordable:
-            raise NotRecordable(f"{', '.join(unrecordable)} read evidence outside the engine's HTTP answers")
         keys = tuple(k for k in (client.api_key, *secrets) if k)
         url = re.sub(r"//[^/@]*@", "//", client.base_url)
         return cls(engine_url=url, expectations=redact(expectations, keys), log_source=log.source,
@@ -133,6 +157,16 @@ class RecordingClient(EngineClient):
             raise
         self.exchanges.append(Exchange(call=call, path=path, body=body, text=text))
         return text
+
+    def admin_key_probe(self, key_file: str):
+        result = super().admin_key_probe(key_file)
+        self.exchanges.append(Exchange(call="admin_key_probe", path=key_file, reading=result.as_dict()))
+        return result
+
+    def host_memory(self, meminfo_path: str):
+        result = super().host_memory(meminfo_path)
+        self.exchanges.append(Exchange(call="host_memory", path=meminfo_path, reading=result.as_dict()))
+        return result
 
     def stream_generate(self, body: dict, timeout: float) -> Iterator[tuple[float, dict]]:
         sent = time.monotonic()
@@ -186,6 +220,22 @@ class ReplayClient(EngineClient):
             raise EngineUnreachable(recorded.error or f"{method} {path}: no answer recorded", recorded.timed_out)
         return recorded.text
 
+    def admin_key_probe(self, key_file: str):
+        from sparkgate.evidence.admin_probe import AdminKeyProbe
+
+        return AdminKeyProbe(**self._reading("admin_key_probe", key_file))
+
+    def host_memory(self, meminfo_path: str):
+        from sparkgate.evidence.host_memory import HostMemory
+
+        return HostMemory.from_dict(self._reading("host_memory", meminfo_path))
+
+    def _reading(self, call: Call, path: str) -> dict[str, Any]:
+        recorded = self._next(call, path, None)
+        if recorded.reading is None:
+            raise ReplayMismatch(f"{call} {path}: the recording holds no reading")
+        return recorded.reading
+
     def stream_generate(self, body: dict, timeout: float) -> Iterator[tuple[float, dict]]:
         recorded = self._next("stream", "/generate", body)
         sent = time.monotonic()
@@ -200,8 +250,12 @@ def replay(recording: Recording):
     from sparkgate.evidence.verify import verify  # verify imports the gatherer, which this module must not
 
     client = ReplayClient(recording.engine_url, exchanges=tuple(recording.exchanges))
+    # The files the recorded verification read beside the engine (the sentinel's admin key, the host's meminfo):
+    # named so the verification asks for them again, answered from the recording, never opened here.
+    read = {e.call: e.path for e in recording.exchanges if e.call in READINGS}
     verdict = verify(recording.engine_url, recording.expectations, recording.log(), client=client,
-                     calibrate=recording.calibrate)
+                     calibrate=recording.calibrate, admin_key_file=read.get("admin_key_probe"),
+                     meminfo_path=read.get("host_memory"))
     if client.unused:
         raise ReplayMismatch(f"{client.unused} recorded call(s) were never asked for: the code reads less than was "
                              "recorded, or in another order")

@@ -55,7 +55,8 @@ def _declared(check: CheckResult) -> CheckResult:
 def run_checks(ev: Evidence) -> list[CheckResult]:
     checks = common.run(ev) + answers.checks(ev.answers, ev.expectations)
     if ev.meminfo_path is not None:  # the sentinel, on the engine's host
-        checks.append(host_memory.headroom_check(ev.meminfo, ev.meminfo_error, ev.meminfo_path, ev.expectations))
+        memory = ev.host_memory or host_memory.HostMemory(None, "not read")
+        checks.append(host_memory.headroom_check(memory, ev.meminfo_path, ev.expectations))
     for key, module in REGISTRY.items():
         if ev.requested(key):
             checks.extend(module.checks(ev))

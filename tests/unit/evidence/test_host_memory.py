@@ -44,7 +44,7 @@ def test_a_meminfo_without_its_fields_is_unreadable(text):
 @pytest.mark.parametrize(("available", "passed"), [(20.0, True), (4.0, True), (3.9, False), (1.5, False)])
 def test_headroom_floor_shows_what_is_left_and_who_holds_it(host, available, passed):
     path = host(available)
-    check = host_memory.headroom_check(host_memory.read(path), None, path, {})
+    check = host_memory.headroom_check(host_memory.reading(path), path, {})
     assert check.passed is passed and check.observed["mem_available_gib"] == pytest.approx(available, abs=0.01)
     assert isinstance(check.observed["largest_processes"], list) and "rest_of_host_gib" in check.observed
     if not passed:
@@ -53,15 +53,15 @@ def test_headroom_floor_shows_what_is_left_and_who_holds_it(host, available, pas
 
 def test_a_profile_floor_from_the_expectations_is_used(host):
     path = host(6.0)
-    assert not host_memory.headroom_check(host_memory.read(path), None, path,
+    assert not host_memory.headroom_check(host_memory.reading(path), path,
                                           {"host": {"min_mem_available_gib": 8.0}}).passed
 
 
 def test_an_unreadable_meminfo_fails_closed(tmp_path):
     path = str(tmp_path / "missing")
-    with pytest.raises(host_memory.MemInfoUnreadable) as raised:
+    with pytest.raises(host_memory.MemInfoUnreadable):
         host_memory.read(path)
-    check = host_memory.headroom_check(None, str(raised.value), path, {})
+    check = host_memory.headroom_check(host_memory.reading(path), path, {})
     assert not check.passed and "cannot be read" in check.hint
 
 

@@ -114,12 +114,44 @@ def test_no_secret_reaches_a_recording(tmp_path):
     assert outcomes(replay(recording).as_dict()) == outcomes(recording.verdict)
 
 
-def test_a_verification_that_read_evidence_outside_the_engine_answers_is_not_recorded():
-    from sparkgate.evidence.recording import NotRecordable
-    from sparkgate.evidence.results import CheckResult, Verdict
+def test_the_admin_key_probe_and_host_memory_are_recorded_and_replayed_without_their_files(tmp_path):
+    """The sentinel's verification also reads the admin key file (to probe enforcement) and the host's meminfo:
+    both readings travel in the recording, so a replay elsewhere judges them the same, without the files."""
+    from tests.plugins.simproc import Sim, profile_launch
 
-    check = CheckResult(name="engine.admin_key_enforced", passed=False, observed=None, expected="", source="",
-                        hint="")
-    verdict = Verdict(profile="baseline", engine_url="http://127.0.0.1:1", time="t", checks=[check])
-    with pytest.raises(NotRecordable, match="admin_key_enforced"):
-        Recording.of(RecordingClient("http://127.0.0.1:1"), {}, logs.EngineLog("x", ""), verdict)
+    admin_key = "ADMINKEY-31b7e0"
+    key_file, meminfo = tmp_path / "admin_api_key", tmp_path / "meminfo"
+    key_file.write_text(admin_key + "\n")
+    meminfo.write_text("MemTotal: 131072000 kB\nMemAvailable: 2097152 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n")
+    argv, env = profile_launch("baseline")
+    sim = Sim([*argv, "--admin-api-key", admin_key], env, tmp_path, scale=SCALE).start()
+    try:
+        sim.wait_ready()
+        expectations = expectations_mod.build(profiles.load("baseline"), "sim", sim.scale)
+        log = logs.from_file(str(sim.log_dir / f"sim-{sim.port}.out"))
+        client = RecordingClient(sim.base_url)
+        verdict = verify(sim.base_url, expectations, log, client=client, admin_key_file=str(key_file),
+                         meminfo_path=str(meminfo), calibrate=False)
+        recording = Recording.model_validate_json(
+            Recording.of(client, expectations, log, verdict, calibrate=False, secrets=(admin_key,)).model_dump_json())
+    finally:
+        sim.stop()
+    key_file.unlink()
+    meminfo.unlink()
+    assert admin_key not in recording.model_dump_json()
+    checks = {c["name"]: c for c in recording.verdict["checks"]}
+    assert checks["engine.admin_key_enforced"]["passed"], checks["engine.admin_key_enforced"]
+    assert not checks["host.memory_headroom"]["passed"]  # 2 GiB left: under the 4 GiB floor
+    again = {c["name"]: c for c in replay(recording).as_dict()["checks"]}
+    for name in ("engine.admin_key_enforced", "host.memory_headroom"):
+        assert (again[name]["passed"], again[name]["observed"]) == (checks[name]["passed"], checks[name]["observed"])
+
+
+@pytest.mark.parametrize("reading", [{"key_file": "k", "with_key": "200; rm -rf /"}, {"key_file": "k", "extra": 1},
+                                     {"meminfo": {"total_kib": 1}, "error": None, "holders": []}])
+def test_a_malformed_reading_does_not_load(reading):
+    call = "host_memory" if "meminfo" in reading else "admin_key_probe"
+    with pytest.raises(ValueError):
+        Recording.model_validate({"engine_url": "http://127.0.0.1:1", "expectations": {}, "log_source": "x",
+                                  "log_text": "", "verdict": {},
+                                  "exchanges": [{"call": call, "path": "k", "reading": reading}]})
