@@ -93,6 +93,16 @@ def cmd_build_guard(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if args.replay:
+        live = [flag for flag, given in (("--engine-url", args.engine_url), ("--profile", args.profile),
+                                         ("--expectations", args.expectations), ("--log-file", args.log_file),
+                                         ("--container", args.container)) if given]
+        if live:
+            raise commands.UsageError(f"--replay judges a capture file alone: drop {', '.join(live)}")
+        commands.replay_capture(args.replay, json_out=args.json)
+        return 0
+    if not args.engine_url:
+        raise commands.UsageError("give --engine-url (a live engine) or --replay FILE (a capture)")
     commands.verify_engine(
         args.engine_url, profile=args.profile, expectations_file=args.expectations, target=args.target,
         time_scale=args.time_scale, log_file=args.log_file, container=args.container,
@@ -118,6 +128,7 @@ def cmd_sentinel(args: argparse.Namespace) -> int:
         closed_port=args.closed_port,
         api_key_file=args.api_key_file,
         meminfo_path=args.meminfo,
+        captures_dir=args.captures or None,
     )
     if not (config.bundle_dir / "expectations.json").is_file():
         print(f"sparkgate sentinel: {config.bundle_dir}/expectations.json missing: mount the rendered bundle", file=sys.stderr)
@@ -176,7 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
     verify_p.add_argument("--profile", help="profile name or YAML path (expectations built from it)")
     verify_p.add_argument("--expectations", help="a rendered expectations.json instead of --profile")
     verify_p.add_argument("--target", choices=["spark", "sim"], default="spark")
-    verify_p.add_argument("--engine-url", required=True, help="the engine itself, e.g. http://127.0.0.1:30000")
+    verify_p.add_argument("--engine-url", help="the engine itself, e.g. http://127.0.0.1:30000")
+    verify_p.add_argument("--replay", metavar="FILE", help="judge a capture file again with this sparkgate, no engine "
+                          "(docs/field-reports.md); prints what changed per check against the recorded verdict")
     verify_p.add_argument("--log-file", help="engine log file")
     verify_p.add_argument("--container", help="read the engine log with `docker logs CONTAINER`")
     verify_p.add_argument("--json", help="write the verdict JSON here (atomically)")
@@ -197,6 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     sentinel.add_argument("--api-key-file", help="the engine's API key, if it has one")
     sentinel.add_argument("--meminfo", default="/proc/meminfo",
                           help="the host's meminfo (inside a container /proc/meminfo shows the host's figures)")
+    sentinel.add_argument("--captures", default="", help="directory for each full verification's capture file "
+                          "(the last, and the last refused ones; empty: none)")
     sentinel.set_defaults(func=cmd_sentinel)
     gateway_p = sub.add_parser("gateway", help="gateway container entrypoint (API key, then HAProxy)")
     gateway_p.add_argument("--config", required=True)

@@ -70,7 +70,11 @@ def _sync(path: Path, text: str, check: bool, what: str, regenerate: str) -> Non
 
 def sync_schema(check: bool = False) -> None:
     from sparkgate.bundle import schema
+    from sparkgate.evidence import capture
+
     _sync(schema.committed_schema_path(), schema.schema_text(), check, "profile schema", "invoke schema")
+    _sync(schema.committed_schema_path().with_name("capture.schema.json"),
+          json.dumps(capture.json_schema(), indent=2) + "\n", check, "capture schema", "invoke schema")
 
 
 def sync_top_level(check: bool = False) -> None:
@@ -142,6 +146,44 @@ def verify_engine(engine_url: str, *, profile: str | None = None, expectations_f
     if not verdict.passed:
         failing = ", ".join(check.name for check in verdict.failures())
         raise VerdictRefused(f"not proven: {failing}")
+
+
+def replay_capture(path: str, json_out: str | None = None) -> None:
+    """Judge a capture again with the current code, no engine: the verdict, then what changed per check against the
+    recorded one. VerdictRefused unless the verdict passes (exit codes as `verify`)."""
+    from rich.text import Text
+
+    from sparkgate import display
+    from sparkgate.evidence import capture, report
+    from sparkgate.evidence.recording import ReplayMismatch, replay
+
+    captured = capture.read(path)
+    manifest, out = captured.manifest, display.console()
+    hosts = ", ".join(f"{h.source} {h.arch}" + (f" ({h.gpu})" if h.gpu else "") for h in captured.context.hosts)
+    out.print(Text(f"capture {path}: profile {manifest.profile}, written {manifest.created} by the {manifest.written_by} "
+                   f"(sparkgate {manifest.sparkgate.version}, commit {manifest.sparkgate.commit or 'unknown'}); "
+                   f"recorded verdict {'PASS' if manifest.passed else 'FAIL'}; hosts: {hosts or 'none'}"))
+    if manifest.log_cut_bytes:
+        out.print(Text(f"the engine log was cut ({manifest.log_cut_bytes} bytes left out of its middle): a log check "
+                       "that counted lines there may judge differently"))
+    try:
+        again = replay(captured.recording)
+    except ReplayMismatch as exc:
+        raise capture.CaptureRefused(f"capture {path}: cannot be judged again by this sparkgate: {exc}") from None
+    report.print_verdict(again, out)
+    found = capture.changes(captured.recording.verdict, again.as_dict())
+    if not found:
+        out.print(Text("unchanged: every check judges the recorded evidence as it did when captured"))
+    for change in found:
+        out.print(Text(f"changed {change['check']} ({change['change']}): recorded {json.dumps(change['recorded'], default=str)[:300]}"
+                       f", now {json.dumps(change['now'], default=str)[:300]}"))
+    if json_out:
+        from sparkgate.atomic import write_text_atomically
+
+        write_text_atomically(Path(json_out), json.dumps({**again.as_dict(), "changes": found}, indent=1,
+                                                         default=str) + "\n")
+    if not again.passed:
+        raise VerdictRefused("not proven (replayed): " + ", ".join(c.name for c in again.failures()))
 
 
 def sync_checks_catalog(check: bool = False) -> None:

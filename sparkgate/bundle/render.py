@@ -30,6 +30,9 @@ from sparkgate.sglang import flags as F
 
 TARGETS = ("spark", "sim")
 ENGINE_LOG = "/var/log/sparkgate/engine.log"
+# The sentinel's capture files (sentinel/captures.py) on a named volume: a refusal's evidence outlives the stack.
+CAPTURES_DIR = "/var/lib/sparkgate/captures"
+CAPTURES_VOLUME = "sentinel-captures"
 # On the simulator target the sentinel reads the simulated Spark's meminfo (written by the simulator on the
 # shared log volume) instead of this machine's /proc/meminfo.
 SIM_HOST_MEMINFO = "/var/log/sparkgate/sim-host-meminfo"
@@ -184,8 +187,10 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions, bundle_files:
             "sparkgate", "sentinel", "--engine-url", engine_url, "--bundle", "/bundle",
             "--log-file", ENGINE_LOG, "--period", str(options.recheck_period_s),
             "--port", str(SENTINEL_PORT), "--closed-port", str(SENTINEL_CLOSED_PORT),
+            "--captures", CAPTURES_DIR,
             *(["--meminfo", SIM_HOST_MEMINFO] if options.target == "sim" else []),
         ],
+        "captures_mount": f"{CAPTURES_VOLUME}:{CAPTURES_DIR}",
         "sentinel_healthcheck": [
             "CMD", "sparkgate", "healthcheck", "--url", f"http://127.0.0.1:{SENTINEL_PORT}/healthz",
         ],

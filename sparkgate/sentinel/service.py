@@ -26,12 +26,14 @@ from pathlib import Path
 from sparkgate.evidence import answers, host_memory, logs, stall
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.gather import gather
+from sparkgate.evidence.recording import Recording, RecordingClient
 from sparkgate.evidence.recheck import PeriodScrape, RecheckContext
 from sparkgate.evidence.results import CheckResult, Verdict, checked, failed
 from sparkgate.evidence.verify import rechecked, run_checks, verify
 from sparkgate.optimizations import REGISTRY
 from sparkgate.runtime import admin_key
 from sparkgate.sentinel import suites
+from sparkgate.sentinel.captures import CaptureStore
 from sparkgate.sentinel.http import serve
 from sparkgate.sentinel.state import CLOSED, OPEN, VERIFYING, WAITING, GateState
 from sparkgate.sglang.phases import current_phase
@@ -64,6 +66,7 @@ class SentinelConfig:
     admin_key_file: str = str(admin_key.ADMIN_DIR / admin_key.KEY_FILE_NAME)
     suite_timeout_s: float = 300.0
     meminfo_path: str = host_memory.HOST_MEMINFO  # the host's memory (procfs shows the host's inside a container)
+    captures_dir: str | None = None  # where each full verification's capture is kept (sentinel/captures.py)
 
 
 class Sentinel:
@@ -94,6 +97,8 @@ class Sentinel:
         self.metrics_reads = 0  # the engine's /metrics read by re-checks (one per period, shared)
         self.weights: dict | None = None  # /model_info identity of the weights at the last full verdict
         self.cold_refusal: tuple[object, CheckResult] | None = None  # (startup_time, its failed cold check)
+        self.captures = (CaptureStore(Path(config.captures_dir), config.bundle_dir, config.meminfo_path)
+                         if config.captures_dir else None)
 
     # --- secrets ------------------------------------------------------------------------------
     def _known_secrets(self) -> tuple[str, ...]:
@@ -112,9 +117,13 @@ class Sentinel:
         self.state.set(*self._verification_start())
         log.info("full verification: starting")
         engine_log = logs.from_file(self.config.log_file)
+        # Every answer this verification reads is kept, so its capture can be judged again without the engine.
+        recorder = RecordingClient(self.config.engine_url, api_key=self.api_key)
         verdict = verify(self.config.engine_url, self.expectations, engine_log, api_key=self.api_key,
-                         admin_key_file=self.config.admin_key_file, meminfo_path=self.config.meminfo_path)
-        self._keep_cold_refusal(verdict)
+                         admin_key_file=self.config.admin_key_file, meminfo_path=self.config.meminfo_path,
+                         client=recorder)
+        recording = self._recording(recorder, engine_log, verdict)  # before the cold refusal may be carried in
+        cold_kept = self._keep_cold_refusal(verdict)
         suite_env = {
             "SPARKGATE_BUNDLE": str(self.config.bundle_dir),
             "SPARKGATE_INFRA_CONTEXT": "sentinel",
@@ -128,6 +137,12 @@ class Sentinel:
         smoke = suites.run_suite("smoke", self.config.tests_dir / "smoke", "smoke", suite_env,
                                  self.config.suite_timeout_s)
         passed = verdict.passed and infra.passed and smoke.passed
+        if self.captures is not None and recording is not None:
+            listing = self.captures.save(recording, self.expectations, {
+                "infra": infra.as_dict(), "smoke": smoke.as_dict(),
+                "gate": {"passed": passed, "cold_refusal_kept": cold_kept}}, self._known_secrets())
+            with self.state.lock:
+                self.state.captures = listing
         info = self._server_info()
         self.weights = self._weights()
         with self.state.lock:
@@ -156,7 +171,16 @@ class Sentinel:
             log.warning("gate CLOSED: %s", ", ".join(failing))
         return passed
 
-    def _keep_cold_refusal(self, verdict: Verdict) -> None:
+    def _recording(self, recorder: RecordingClient, engine_log, verdict: Verdict) -> Recording | None:
+        if self.captures is None:
+            return None
+        try:
+            return Recording.of(recorder, self.expectations, engine_log, verdict, secrets=self._known_secrets())
+        except Exception as exc:  # noqa: BLE001 - a capture is evidence for people, never a reason to stop the gate
+            log.error("verification not recorded: %s: %s", type(exc).__name__, exc)
+            return None
+
+    def _keep_cold_refusal(self, verdict: Verdict) -> bool:
         """A cold first request answered wrong stays a refusal for that engine start. A retry cannot ask it cold
         again (the engine is warm now and would pass), so it carries the first verdict's failure until the
         engine restarts (a known, different `startup_time`), when the cold request is asked afresh. Only an
@@ -171,12 +195,13 @@ class Sentinel:
                               "this engine start's cold first request was answered wrong; a retry is warm and cannot "
                               "prove the cold path, so the refusal stands until the engine restarts. " + first.hint)
                 verdict.checks = [kept if c.name == COLD_CHECK else c for c in verdict.checks]
-                return
+                return True
             self.cold_refusal = None  # restarted: this verdict asked its cold request afresh
         cold = next((c for c in verdict.checks if c.name == COLD_CHECK), None)
         answered = (verdict.answers.get("cold") or {}).get("text") is not None
         if cold is not None and not cold.passed and answered:
             self.cold_refusal = (startup, cold)
+        return False
 
     def cold_refusal_stands(self) -> bool:
         """Whether the engine is the start whose cold answer was refused (then a full verification is pointless)."""

@@ -125,6 +125,7 @@ class GateState:
     full_runs: int = 0
     rechecks: int = 0
     transitions: list[dict] = field(default_factory=list)
+    captures: dict | None = None  # the capture files of full verifications (sentinel/captures.py)
     # Re-check samples since the last full verification (module docstring), oldest first, bounded.
     history: deque = field(default_factory=lambda: deque(maxlen=HISTORY_SAMPLES))
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -175,5 +176,6 @@ class GateState:
                 "full": self.full,
                 "recheck": self.recheck,
                 "transitions": list(self.transitions),
+                "captures": self.captures,
                 **extra,
             }

@@ -70,7 +70,7 @@ def render(c, profile=None, target="spark", dry_run=False, sim_time_scale=None):
 
 @sparkgate_task("schema", help={"check": "fail instead of writing when the committed file is stale"})
 def schema(c, check=False):
-    """Export the profile model's JSON Schema to schema/profile.schema.json."""
+    """Export the JSON Schemas: schema/profile.schema.json (profiles) and schema/capture.schema.json (captures)."""
     commands.sync_schema(check)
 
 

@@ -1,0 +1,82 @@
+"""The sentinel's captures (evidence/capture.py): the last full verification, and the last refused ones.
+
+    <dir>/last.capture.tar.gz                       the latest full verification, passed or refused
+    <dir>/refused-<UTC time>-<n>.capture.tar.gz     each refused one, the newest KEEP_REFUSED kept
+
+The directory is a named volume (`sentinel-captures`), so a refusal's evidence outlives the stack (`invoke down`
+keeps it; `invoke capture` copies it out). Bounded on disk: KEEP_REFUSED files of at most capture.MAX_FILE_BYTES.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sparkgate.evidence import capture
+from sparkgate.evidence.recording import Recording
+
+log = logging.getLogger("sparkgate.sentinel")
+KEEP_REFUSED = 5
+LAST = "last" + capture.SUFFIX
+DEFAULT_DIR = "/var/lib/sparkgate/captures"
+_REFUSED = re.compile(r"refused-(\d{8}T\d{6}Z)-(\d+)" + re.escape(capture.SUFFIX))
+
+
+@dataclass
+class CaptureStore:
+    directory: Path
+    bundle_dir: Path
+    meminfo_path: str = "/proc/meminfo"
+    keep_refused: int = KEEP_REFUSED
+    written: int = field(default=0)
+
+    def save(self, recording: Recording, expectations: dict, suites: dict, secrets: tuple[str, ...]) -> dict:
+        """Write this verification's capture; returns what the status shows ({"last", "refused", "error"}).
+        Never raises: a capture that cannot be written must not stop the gate from deciding."""
+        try:
+            made = capture.make(
+                recording, profile=str(expectations.get("profile")), argv=self._bundle("argv.json", []),
+                engine_env=self._bundle("engine-env.json", {}), image=self._image(expectations),
+                hosts=[capture.host_facts("sentinel", self.meminfo_path)], suites=suites, secrets=secrets)
+            self.directory.mkdir(parents=True, exist_ok=True)
+            capture.write(made, self.directory / LAST, secrets)
+            if not made.manifest.passed or not suites.get("gate", {}).get("passed", True):
+                self.written += 1
+                stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+                capture.write(made, self.directory / f"refused-{stamp}-{self.written}{capture.SUFFIX}", secrets)
+                self._prune()
+            return self.listing()
+        except Exception as exc:  # noqa: BLE001 - reported on the status, never fatal to the gate
+            log.error("capture not written: %s: %s", type(exc).__name__, exc)
+            return {**self.listing(), "error": f"capture not written: {type(exc).__name__}: {exc}"[:300]}
+
+    def refused(self) -> list[Path]:
+        """Refused captures, oldest first (their names sort by time, then by count)."""
+        files = self.directory.glob("refused-*" + capture.SUFFIX) if self.directory.is_dir() else []
+        named = ((_REFUSED.fullmatch(p.name), p) for p in files)
+        return [p for m, p in sorted(((m, p) for m, p in named if m), key=lambda mp: (mp[0][1], int(mp[0][2])))]
+
+    def _prune(self) -> None:
+        for old in self.refused()[:-self.keep_refused]:
+            old.unlink(missing_ok=True)
+
+    def listing(self) -> dict:
+        last = self.directory / LAST
+        return {"last": str(last) if last.is_file() else None, "refused": [str(p) for p in self.refused()]}
+
+    def _bundle(self, name: str, default):
+        try:
+            return json.loads((self.bundle_dir / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return default
+
+    @staticmethod
+    def _image(expectations: dict) -> capture.ImageFacts:
+        engine = expectations.get("engine") or {}
+        capabilities = engine.get("image_capabilities")
+        return capture.ImageFacts(key=engine.get("image"), sglang_version=engine.get("sglang_version"),
+                                  capabilities=capabilities if isinstance(capabilities, dict) else {})
