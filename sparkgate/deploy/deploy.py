@@ -286,6 +286,20 @@ def print_verdict(verdict: dict | None, say) -> None:
                 + (f", failing {failing}" if failing else ""))
 
 
+def print_captures(verdict: dict | None, profile: str, say) -> None:
+    """Where the sentinel keeps the captures of its full verifications, and how to copy one out."""
+    captures = (verdict or {}).get("captures")
+    if not isinstance(captures, dict):
+        return
+    if captures.get("error"):
+        say(f"capture: {captures['error']}")
+    refused = captures.get("refused") or []
+    if captures.get("last"):
+        say(f"capture of the last full verification: {captures['last']} in the sentinel"
+            + (f" ({len(refused)} refused kept, latest {refused[-1]})" if refused else "")
+            + f"; copy it out: invoke capture --profile {profile}" + (" --refused" if refused else ""))
+
+
 def _refused(options, project, url, timings, say, reason, verdict, startup_checks: list[dict] | None = None
              ) -> DeployResult:
     # Stop the engine so the gate cannot open later on its own (a refused deploy stays refused) and, on a
@@ -296,6 +310,7 @@ def _refused(options, project, url, timings, say, reason, verdict, startup_check
         project.compose("stop", "-t", "10", "engine", check=False)
         say(f"REFUSED: {reason}. The engine was stopped and the gate stays closed; nothing was admitted.")
     print_verdict(verdict, say)
+    print_captures(verdict, options.profile, say)
     full = (verdict or {}).get("full") or {}
     failing: list[str] = []
     for check in [*(full.get("verification") or {}).get("checks", []), *(startup_checks or [])]:

@@ -223,13 +223,13 @@ def _without(text: str, keys: tuple[str, ...]) -> str:
 def write(capture: Capture, path: Path, secrets: Iterable[str] = ()) -> Path:
     """Write the capture file (temp file, then rename: a reader never sees half of one)."""
     keys = tuple(k for k in secrets if k and len(k) >= 8)  # a short "key" would redact ordinary text
-    with replacing(Path(path), mode=0o600) as temp:
-        with temp.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as zipped, \
-                tarfile.open(fileobj=zipped, mode="w") as tar:
-            for name, data in _members(capture, keys).items():
-                info = tarfile.TarInfo(name)
-                info.size, info.mode = len(data), 0o600
-                tar.addfile(info, io.BytesIO(data))
+    files = _members(capture, keys)
+    with replacing(Path(path), mode=0o600) as temp, temp.open("wb") as raw, \
+            gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as zipped, tarfile.open(fileobj=zipped, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o600
+            tar.addfile(info, io.BytesIO(data))
     return Path(path)
 
 

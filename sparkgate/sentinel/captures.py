@@ -26,6 +26,12 @@ DEFAULT_DIR = "/var/lib/sparkgate/captures"
 _REFUSED = re.compile(r"refused-(\d{8}T\d{6}Z)-(\d+)" + re.escape(capture.SUFFIX))
 
 
+def refused_order(name: str) -> tuple[str, int] | None:
+    """(time, count) of a refused capture's file name, which orders them oldest first; None for any other name."""
+    found = _REFUSED.fullmatch(name)
+    return (found[1], int(found[2])) if found else None
+
+
 @dataclass
 class CaptureStore:
     directory: Path
@@ -57,8 +63,7 @@ class CaptureStore:
     def refused(self) -> list[Path]:
         """Refused captures, oldest first (their names sort by time, then by count)."""
         files = self.directory.glob("refused-*" + capture.SUFFIX) if self.directory.is_dir() else []
-        named = ((_REFUSED.fullmatch(p.name), p) for p in files)
-        return [p for m, p in sorted(((m, p) for m, p in named if m), key=lambda mp: (mp[0][1], int(mp[0][2])))]
+        return sorted((p for p in files if refused_order(p.name) is not None), key=lambda p: refused_order(p.name))
 
     def _prune(self) -> None:
         for old in self.refused()[:-self.keep_refused]:

@@ -183,14 +183,16 @@ def thresholds(rows: list[dict]) -> dict[str, float]:
 
 # --- plots ---------------------------------------------------------------------------------------------
 def plot_points(history: list[dict], key: str) -> list[tuple[float, float | None]]:
-    """(time, value or None) of every sample with a time: None is a gap, never a zero."""
+    """(time, value or None) of every sample with a time: None is a gap, never a zero (a negative figure is no
+    measurement of a count or a rate, so it is a gap too)."""
     points = []
     for sample in history:
         if not isinstance(sample, dict):
             continue
         stamp = number(sample.get("time"))
         if stamp is not None:
-            points.append((stamp, number(sample.get(key))))
+            value = number(sample.get(key))
+            points.append((stamp, value if value is not None and value >= 0 else None))
     return points
 
 
@@ -205,10 +207,11 @@ def _plot(key: str, title: str, unit: str, history: list[dict], threshold: float
     if not values:
         return (f'<figure class="plot" id="plot-{key}">{caption}'
                 '<p class="empty">no sample carries this figure yet</p></figure>')
-    span = [*values, *([threshold] if threshold is not None else [])]
-    lo, hi = min(span), max(span)
-    pad = (hi - lo) * 0.08 if hi > lo else max(abs(hi) * 0.05, 0.5)
-    lo, hi = lo - pad, hi + pad
+    # Every plotted figure is a count or a rate (never below zero: plot_points leaves a negative one out), so the
+    # axis starts at zero: a drop reads as its true share of the whole, not as a cliff of a zoomed-in band.
+    span = [*values, *([threshold] if threshold is not None and threshold >= 0 else [])]
+    lo, hi = 0.0, max(span)
+    hi = hi * 1.08 if hi > 0 else 1.0
     t0, t1 = min(t for t, _ in points), max(t for t, _ in points)
     if not all(math.isfinite(v) for v in (hi - lo, t1 - t0)):
         return (f'<figure class="plot" id="plot-{key}">{caption}'
@@ -312,7 +315,8 @@ def render(snap: dict, now: float | None = None) -> str:
         f"<dt>open since</dt><dd id=\"opened-at\">"
         f"{_when(snap.get('opened_at'), now) if snap.get('opened_at') is not None else 'not open'}</dd>",
         f"<dt>engine phase</dt><dd id=\"engine-phase\">{_esc(snap.get('engine_phase'), NAME_CHARS)}</dd>",
-        f"<dt>engine startup</dt><dd>{_when(snap.get('engine_startup_time'), now)}</dd>",
+        f"<dt>engine startup</dt><dd id=\"engine-startup\">{_startup(snap.get('engine_startup_time'), now)}</dd>",
+        f"<dt>captures</dt><dd id=\"captures\">{_captures(snap.get('captures'), snap.get('profile'))}</dd>",
         f"<dt>latest verdict</dt><dd>{_when(snap.get('last_verdict_at'), now)}</dd>",
         f"<dt>full verifications</dt><dd>{_esc(snap.get('full_runs'))}</dd>",
         f"<dt>re-checks</dt><dd>{_esc(snap.get('rechecks'))}</dd>",
@@ -333,6 +337,48 @@ def render(snap: dict, now: float | None = None) -> str:
         f"<title>sparkgate {_esc(snap.get('profile'), NAME_CHARS)}: {_esc(state, NAME_CHARS)}</title>"
         f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n"
     )
+
+
+STARTUP_ROWS = 12
+
+
+def startup_rows(value: Any, prefix: str = "") -> list[tuple[str, float]]:
+    """SGLang's /server_info startup_time ({"load_weight": s, "cuda_graph": {"decode": s, ...}, ...}) as
+    (phase, seconds) rows, nested phases joined by '.', only finite non-negative numbers, at most STARTUP_ROWS."""
+    rows: list[tuple[str, float]] = []
+    if isinstance(value, dict):
+        for name, item in value.items():
+            label = f"{prefix}{name}"
+            seconds = number(item)
+            if isinstance(item, dict):
+                rows.extend(startup_rows(item, label + "."))
+            elif seconds is not None and seconds >= 0:
+                rows.append((label, seconds))
+    return rows[:STARTUP_ROWS]
+
+
+def _startup(value: Any, now: float) -> str:
+    """The engine's startup phases as a small table; a unix time as a date; anything else as escaped text."""
+    rows = startup_rows(value)
+    if not rows:
+        return _when(value, now)
+    body = "".join(f"<tr><td>{_esc(name, NAME_CHARS)}</td><td class=\"num\">{_fmt(seconds, 1)} s</td></tr>"
+                   for name, seconds in rows)
+    return f'<table id="startup"><thead><tr><th>phase</th><th>seconds</th></tr></thead><tbody>{body}</tbody></table>'
+
+
+def _captures(value: Any, profile: Any) -> str:
+    """Where the sentinel keeps its captures (sentinel/captures.py), and how to copy one out."""
+    captures = _dict(value)
+    if captures.get("error"):
+        return _esc(captures["error"], HINT_CHARS)
+    if not captures.get("last"):
+        return "none yet (one is written after each full verification)"
+    refused = captures.get("refused") if isinstance(captures.get("refused"), list) else []
+    return (f"last: <code>{_esc(captures['last'], NAME_CHARS)}</code>"
+            + (f"; {len(refused)} refused kept, latest <code>{_esc(refused[-1], NAME_CHARS)}</code>" if refused else "")
+            + "; copy one out with <code>invoke capture --profile " + _esc(profile or "P", NAME_CHARS)
+            + "</code>")
 
 
 def _checks_section(rows: list[dict], full: dict) -> str:

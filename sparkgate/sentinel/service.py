@@ -26,8 +26,8 @@ from pathlib import Path
 from sparkgate.evidence import answers, host_memory, logs, stall
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.gather import gather
-from sparkgate.evidence.recording import Recording, RecordingClient
 from sparkgate.evidence.recheck import PeriodScrape, RecheckContext
+from sparkgate.evidence.recording import Recording, RecordingClient
 from sparkgate.evidence.results import CheckResult, Verdict, checked, failed
 from sparkgate.evidence.verify import rechecked, run_checks, verify
 from sparkgate.optimizations import REGISTRY

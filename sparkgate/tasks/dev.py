@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -107,7 +108,38 @@ def gpu(c):
         raise Exit(code=code)
 
 
+@task
+def captures(c):
+    """Re-record the capture corpus (tests/fixtures/captures/, docs/field-reports.md): the simulator's faults, then
+    the real SGLang CPU lane's launches, each verification kept as the sentinel keeps one. Written to a fresh
+    directory and swapped in only when both parts succeeded."""
+    import shutil
+    import tempfile
+
+    corpus = REPO / "tests" / "fixtures" / "captures"
+    staging = Path(tempfile.mkdtemp(prefix=".captures.", dir=corpus.parent))
+    try:
+        steps = ([sys.executable, "-m", "tests.capture_corpus", "sim", str(staging)],
+                 [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "tests/real/test_gate_verdicts.py",
+                  "-k", "fresh_capture"])
+        for argv in steps:
+            print(shlex.join(argv), flush=True)
+            if subprocess.call(argv, cwd=REPO, env={**os.environ,
+                                                   "SPARKGATE_CAPTURE_CORPUS": str(staging)}):
+                raise Exit(f"re-recording stopped at `{shlex.join(argv)}`; the corpus is unchanged", code=1)
+        retired = corpus.with_name(".captures.old")
+        shutil.rmtree(retired, ignore_errors=True)
+        if corpus.exists():
+            corpus.rename(retired)
+        staging.rename(corpus)
+        shutil.rmtree(retired, ignore_errors=True)
+        print(f"{corpus}: {len(list(corpus.iterdir()))} captures", flush=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 ns = Collection("test")
 ns.add_task(test, default=True)
+ns.add_task(captures)
 ns.add_task(gpu_pack)
 ns.add_task(gpu)

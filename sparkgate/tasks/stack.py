@@ -114,6 +114,7 @@ def status(c, profile=None, target=None, port=None, project=None, out=None, api_
     print(f"gate: {verdict['state']} - {verdict['reason']} (full verifications {verdict['full_runs']}, "
           f"re-checks {verdict['rechecks']})")
     deploy_mod.print_verdict(verdict, print)
+    deploy_mod.print_captures(verdict, profiles.load(profile).profile.name, print)
 
 
 @sparkgate_task("logs", help={**STACK_HELP, "service": "engine, sentinel or gateway", "tail": "lines"})
@@ -185,4 +186,20 @@ def verify(c, engine_url=None, profile=None, expectations=None, log_file=None, c
     )
 
 
-ns = Collection(deploy, status, logs, smoke, infra, down, verify)
+@sparkgate_task("capture", help={
+    "profile": "profile name or YAML path", "project": "compose project name (default sparkgate-<profile>)",
+    "bundle": "bundle directory (default build/<profile>)",
+    "out": "the capture file to write (default build/<profile>/captures/<time>-<outcome>.capture.tar.gz)",
+    "refused": "the latest refused verification instead of the last one",
+    "api_key_file": "the gateway API key file, so the key is scrubbed from the capture too"})
+def capture(c, profile=None, project=None, bundle=None, out=None, refused=False, api_key_file=None):
+    """Write one file holding everything the last full verification read (docs/field-reports.md)."""
+    from sparkgate.deploy import field_capture
+
+    stack = _project(profile, project, bundle, "capture")
+    field_capture.collect(stack, profiles.load(profile).profile.name, Path(out) if out else None, refused=refused,
+                          api_key_file=api_key_file or _record(stack).get("api_key_file"),
+                          say=lambda line: print(line, flush=True))
+
+
+ns = Collection(deploy, status, logs, smoke, infra, down, verify, capture)

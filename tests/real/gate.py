@@ -11,6 +11,7 @@ from typing import Any
 
 from sparkgate.bundle import expectations as expectations_mod
 from sparkgate.evidence import logs
+from sparkgate.evidence.recording import Recording, RecordingClient
 from sparkgate.evidence.results import CheckResult, Verdict
 from sparkgate.evidence.verify import verify
 from sparkgate.profile import loading as profiles
@@ -26,9 +27,21 @@ def expectations_for(profile: str, engine: RealEngine, **engine_fields: Any) -> 
     return expectations
 
 
+# Every verdict's recording, by the verdict's id (session fixtures keep the verdicts alive): the capture test
+# (test_gate_verdicts.py) turns each into a capture file and replays it.
+RECORDINGS: dict[int, tuple[str, Recording, list[str], dict[str, str]]] = {}
+
+
 def verdict(engine: RealEngine, profile: str, *, calibrate: bool = True, **engine_fields: Any) -> Verdict:
-    return verify(engine.url, expectations_for(profile, engine, **engine_fields), logs.from_file(str(engine.log_path)),
-                  calibrate=calibrate)
+    expectations = expectations_for(profile, engine, **engine_fields)
+    log = logs.from_file(str(engine.log_path))
+    client = RecordingClient(engine.url)
+    result = verify(engine.url, expectations, log, calibrate=calibrate, client=client)
+    # The launch's own env only: the engine process also inherits the test runner's, which is not the launch's.
+    env = {**engine.launch.env, "SGLANG_PLUGINS": engine.env.get("SGLANG_PLUGINS", "")}
+    RECORDINGS[id(result)] = (profile, Recording.of(client, expectations, log, result, calibrate=calibrate),
+                              engine.argv[1:], env)
+    return result
 
 
 def by_name(result: Verdict) -> dict[str, CheckResult]:

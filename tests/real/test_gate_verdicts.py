@@ -265,3 +265,25 @@ def test_greedy_replies_repeat_on_the_real_engine_with_and_without_speculation(d
     for verdict in (dense_verdicts["reference"], *nextn_on_verdicts.values()):
         check = gate.by_name(verdict)["answers.greedy_repeatable"]
         assert check.passed, check.observed
+
+
+# --- captures of real verdicts (docs/field-reports.md) ----------------------------------------------------------
+
+def test_a_fresh_capture_of_each_real_verdict_replays_to_it(dense_verdicts, nextn_off_verdicts, nextn_on_verdicts,
+                                                             humming_verdicts, tmp_path):
+    """Each verdict above, captured as the sentinel captures one and read back, is judged the same without the
+    engine. With SPARKGATE_CAPTURE_CORPUS set (`invoke test.captures`) the captures become the corpus."""
+    from sparkgate.evidence import capture
+    from sparkgate.evidence.recording import replay
+    from tests import capture_corpus
+
+    corpus = capture_corpus.corpus_dir()
+    verdicts = {**dense_verdicts, **nextn_off_verdicts, **nextn_on_verdicts, **humming_verdicts}
+    for name, result in verdicts.items():
+        profile, recording, argv, env = gate.RECORDINGS[id(result)]
+        made = capture_corpus.lane_capture(recording, profile, argv, env)
+        again = capture.read(capture.write(made, tmp_path / capture_corpus.file_name("real", profile, name)))
+        replayed = replay(again.recording).as_dict()
+        assert capture.changes(result.as_dict(), replayed) == [], name
+        if corpus is not None:
+            capture.write(made, corpus / capture_corpus.file_name("real", profile, name))

@@ -460,11 +460,39 @@ def test_a_plot_without_any_value_says_so():
 
 
 def test_figures_too_far_apart_to_scale_are_said_so_not_drawn_as_nan():
-    snap = {"state": OPEN, "history": [{"time": NOW, "mem_available_gib": 1e308},
-                                       {"time": NOW + 1, "mem_available_gib": -1e308}]}
+    snap = {"state": OPEN, "history": [{"time": NOW, "mem_available_gib": 1.7e308},
+                                       {"time": NOW + 1, "mem_available_gib": 1.0}]}
     tree = dom(page.render(snap, now=NOW))
     assert "too wide a range" in tree.find(id="plot-mem_available_gib").text
     assert not tree.find(id="plot-mem_available_gib").find_all("svg")
+
+
+def test_every_axis_starts_at_zero_and_a_negative_figure_is_a_gap():
+    """A figure below zero measures no count or rate (an engine's bad number): it is not drawn and cannot drag
+    the axis below zero; the axis runs from zero to just above the largest figure."""
+    snap = {"state": OPEN, "history": [{"time": NOW, "decode_tok_s": 52.0}, {"time": NOW + 5, "decode_tok_s": -550.0},
+                                       {"time": NOW + 10, "decode_tok_s": 53.0}]}
+    svg = dom(page.render(snap, now=NOW + 10)).find(id="plot-decode_tok_s").find_all("svg")[0]
+    assert float(svg.attrs["data-lo"]) == 0.0 and 53.0 < float(svg.attrs["data-hi"]) < 60.0
+    segments, _ = read_plot(svg)
+    assert [[round(v, 1) for _, v in segment] for segment in segments] == [[52.0], [53.0]]  # 2-decimal SVG points
+
+
+def test_the_engine_startup_is_a_small_table_of_phases():
+    startup = {"load_weight": 13.9, "kv_cache_allocation": 0.39, "cuda_graph": {"decode": 31.5, "draft": "x"},
+               "<b>": -1}
+    tree = dom(page.render({"state": OPEN, "engine_startup_time": startup}, now=NOW))
+    rows = [[cell.text for cell in row.find_all("td")] for row in tree.find(id="startup").find_all("tr")
+            if row.find_all("td")]
+    assert rows == [["load_weight", "13.9 s"], ["kv_cache_allocation", "0.4 s"], ["cuda_graph.decode", "31.5 s"]]
+
+
+def test_the_page_names_the_latest_capture():
+    captures = {"last": "/var/lib/sparkgate/captures/last.capture.tar.gz",
+                "refused": ["/var/lib/sparkgate/captures/refused-20261203T140000Z-1.capture.tar.gz"]}
+    text = dom(page.render({"state": OPEN, "captures": captures}, now=NOW)).find(id="captures").text
+    assert "last.capture.tar.gz" in text and "1 refused kept" in text and "refused-20261203T140000Z-1" in text
+    assert "none yet" in dom(page.render({"state": OPEN}, now=NOW)).find(id="captures").text
 
 
 # --- served by the sentinel ---------------------------------------------------------------------------------

@@ -1,0 +1,129 @@
+"""`invoke capture`: copy the sentinel's capture of the last full verification out of a deployed stack, add what
+only the host can see (its GPU and driver, Docker, the engine image's build guard), and write one file to attach
+to a field report (docs/field-reports.md).
+
+The file is read back before it is kept (a capture that would not replay is never handed out), and every secret the
+host knows is replaced once more: the gateway API key, and a Hugging Face token (HF_TOKEN or huggingface_hub's token
+file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from sparkgate.bundle.render import CAPTURES_DIR, CAPTURES_VOLUME
+from sparkgate.deploy import docker_cli
+from sparkgate.errors import Refusal
+from sparkgate.evidence import capture
+from sparkgate.sentinel.captures import LAST, refused_order
+
+# `sparkgate build-guard` lines: "[ok] name: detail" or "[MISSING] name: detail".
+_GUARD_LINE = re.compile(r"\[(ok|MISSING)\] ([^:\n]+): (.*)")
+GPU_QUERY = ("nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader")
+
+
+class CaptureUnavailable(Refusal):
+    """No capture to copy out: the line says why and what to run."""
+
+
+def collect(project: docker_cli.Project, profile: str, out: Path | None, *, refused: bool = False,
+            api_key_file: str | None = None, say: Callable[[str], None] = print) -> Path:
+    started = time.monotonic()
+    sentinel = project.container("sentinel")
+    if sentinel is None:
+        raise CaptureUnavailable(
+            f"no sentinel container in project {project.name}: nothing deployed for {profile}, or `invoke down` "
+            f"removed it (its captures stay on the volume {project.name}_{CAPTURES_VOLUME}; deploy again to "
+            f"read it). Fix: invoke deploy --profile {profile}")
+    with tempfile.TemporaryDirectory(prefix="sparkgate-capture-") as scratch:
+        source = _pick(sentinel, refused, Path(scratch))
+        captured = capture.read(source)
+        if captured.manifest.profile != profile:
+            raise CaptureUnavailable(f"the sentinel of {project.name} captured profile {captured.manifest.profile!r}, "
+                                     f"not {profile!r}: pass the profile that stack runs")
+        say(f"capture of the {'refused' if not captured.manifest.passed else 'passing'} verification of "
+            f"{captured.manifest.created} ({len(captured.recording.exchanges)} engine answers)")
+        host = capture.host_facts("host", gpu=_gpu(), docker=_docker_version())
+        image = captured.context.image.model_copy(update={"build_guard": _build_guard(project, captured.context.image)})
+        made = captured.model_copy(update={
+            "manifest": captured.manifest.model_copy(update={"written_by": "host", "sparkgate": capture.provenance()}),
+            "context": captured.context.model_copy(update={"image": image,
+                                                           "hosts": [*captured.context.hosts, host]})})
+        target = out or _default_path(project, captured)
+        capture.write(made, target, _host_secrets(api_key_file))
+    capture.read(target)  # what is handed out must read back whole
+    say(f"wrote {target} ({target.stat().st_size / 1024:.0f} KiB in {time.monotonic() - started:.1f} s); "
+        f"judge it again with: sparkgate verify --replay {target}")
+    return target
+
+
+def _pick(sentinel: str, refused: bool, scratch: Path) -> Path:
+    """Copy the chosen capture out of the sentinel container (running or stopped) into `scratch`."""
+    if refused:
+        listing = docker_cli.run(["exec", sentinel, "ls", "-1", CAPTURES_DIR], check=False)
+        names = [n for n in listing.stdout.split() if refused_order(n) is not None]
+        if not names:
+            raise CaptureUnavailable("the sentinel keeps no refused verification (every full verification so far "
+                                     "passed, or the sentinel is stopped). Fix: drop --refused for the last one")
+        name = max(names, key=refused_order)
+    else:
+        name = LAST
+    copied = docker_cli.run(["cp", f"{sentinel}:{CAPTURES_DIR}/{name}", str(scratch / name)], check=False)
+    if copied.returncode != 0:
+        raise CaptureUnavailable(
+            f"the sentinel has no {name} yet: it writes one after each full verification (the first comes once the "
+            f"engine is healthy; `invoke status` shows the phase). docker cp said: {copied.stderr.strip()[-200:]}")
+    return scratch / name
+
+
+def _default_path(project: docker_cli.Project, captured: capture.Capture) -> Path:
+    stamp = re.sub(r"[^0-9TZ]", "", captured.manifest.created.replace("+00:00", "Z"))
+    outcome = "passed" if captured.manifest.passed else "refused"
+    return project.compose_file.parent / "captures" / f"{stamp}-{outcome}{capture.SUFFIX}"
+
+
+def _command(argv: tuple[str, ...] | list[str], timeout: float = 30) -> str | None:
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (done.stdout.strip()[:500] or None) if done.returncode == 0 else None
+
+
+def _gpu() -> str | None:
+    return _command(GPU_QUERY)
+
+
+def _docker_version() -> str | None:
+    return _command(("docker", "version", "--format", "{{.Server.Version}}"))
+
+
+def _build_guard(project: docker_cli.Project, image: capture.ImageFacts) -> list[dict] | None:
+    """`sparkgate build-guard` inside the running engine container: what SGLang the image really holds."""
+    engine = project.container("engine")
+    if engine is None or not image.key:
+        return None
+    done = docker_cli.run(["exec", engine, "sparkgate", "build-guard", "--image", image.key], check=False, timeout=180)
+    found = [{"name": m[2].strip(), "ok": m[1] == "ok", "detail": m[3].strip()[:300]}
+             for m in map(_GUARD_LINE.fullmatch, done.stdout.splitlines()) if m]
+    return found or None
+
+
+def _host_secrets(api_key_file: str | None) -> list[str]:
+    found = [os.environ.get("HF_TOKEN", ""), os.environ.get("HUGGING_FACE_HUB_TOKEN", "")]
+    token_file = Path(os.environ.get("HF_TOKEN_PATH") or Path(os.environ.get("HF_HOME") or
+                                                                 Path.home() / ".cache" / "huggingface") / "token")
+    for path in (token_file, Path(api_key_file) if api_key_file else None):
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            found.append(path.read_text(encoding="utf-8").strip() if path else "")
+    return [s for s in found if s]
