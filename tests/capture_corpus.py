@@ -3,6 +3,8 @@ so the verifier is held to them in milliseconds (tests/unit/evidence/test_captur
 
     invoke test.captures            re-record all of it: the simulator's faults here, then the real SGLang CPU lane
     python -m tests.capture_corpus sim [DIR]      the simulator's part only
+    python -m tests.capture_corpus rejudge FILE   after a deliberate change of a check: the file's recorded verdict
+                                                  becomes the current code's (its recorded answers are untouched)
 
 The real lane writes its captures when SPARKGATE_CAPTURE_CORPUS names a directory (tests/real/test_gate_verdicts.py).
 A capture is named after what it shows: `<source>--<profile>--<variation>.capture.tar.gz`.
@@ -79,7 +81,25 @@ def record_sim(directory: Path) -> list[Path]:
     return written
 
 
+def rejudge(path: Path) -> list[dict]:
+    from sparkgate.evidence.recording import replay
+
+    captured = capture.read(path)
+    again = replay(captured.recording).as_dict()
+    found = capture.changes(captured.recording.verdict, again)
+    recording = captured.recording.model_copy(update={"verdict": again})
+    failing = [c["name"] for c in again["checks"] if not c["passed"]]
+    manifest = captured.manifest.model_copy(update={"passed": bool(again["passed"]), "failing": failing})
+    capture.write(captured.model_copy(update={"recording": recording, "manifest": manifest}), path)
+    for change in found:
+        print(f"{path.name}: {change['check']} ({change['change']}): {change['recorded']!r} -> {change['now']!r}")
+    return found
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["rejudge"] and len(argv) == 2:
+        rejudge(Path(argv[1]))
+        return 0
     if argv[:1] != ["sim"]:
         print(__doc__, file=sys.stderr)
         return 2

@@ -93,13 +93,33 @@ REFUSALS = {
 }
 
 
-def test_refused_deploy_stops_the_engine(deploy_stack):
-    """A refused deploy stays refused: the engine is stopped, so the gate cannot open later on its own."""
+def test_refused_deploy_stops_the_engine(deploy_stack, tmp_path, capsys):
+    """A refused deploy stays refused: the engine is stopped, so the gate cannot open later on its own. Its
+    evidence stays: the deploy names the sentinel's capture, `invoke capture` copies it out with the host's facts,
+    and it replays offline to the verdict the sentinel gave."""
+    from sparkgate.deploy import field_capture
+    from sparkgate.evidence import capture
+    from sparkgate.evidence.recording import replay
+
     stack = deploy_stack("all-three", faults=("humming-fallback",))
     assert not stack.result.admitted
     assert stack.project.state("engine")["Status"] == "exited"
+    assert "invoke capture --profile all-three --refused" in capsys.readouterr().out  # the deploy's own lines
     time.sleep(E2E_PERIOD_S * 2)
     assert stack.get("/sparkgate/ready")[0] == 503 and stack.get("/v1/models")[0] == 503
+    verdict = stack.verdict()
+    for refused in (False, True):
+        path = field_capture.collect(stack.project, "all-three", tmp_path / f"{refused}.capture.tar.gz",
+                                     refused=refused, say=lambda _: None)
+        captured = capture.read(path)
+        assert [h.source for h in captured.context.hosts] == ["sentinel", "host"]
+        assert captured.manifest.written_by == "host" and not captured.manifest.passed
+        assert captured.context.argv and "--moe-runner-backend" in captured.context.argv
+        again = replay(captured.recording).as_dict()
+        assert capture.changes(captured.recording.verdict, again) == []
+        assert {"humming.moe_layers_target"} <= {c["name"] for c in again["checks"] if not c["passed"]}
+    published = {c["name"]: c["passed"] for c in verdict["full"]["verification"]["checks"]}
+    assert {c["name"]: c["passed"] for c in captured.recording.verdict["checks"]} == published
 
 
 def _closed_verdict(stack, timeout_s: float = 60.0) -> dict:
