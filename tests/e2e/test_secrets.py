@@ -8,13 +8,15 @@ import json
 import os
 import secrets
 import subprocess
+import tarfile
 import urllib.error
 import urllib.request
 
 import pytest
 
 from sparkgate.deploy import deploy as deploy_mod
-from sparkgate.deploy import docker_cli
+from sparkgate.deploy import docker_cli, field_capture
+from sparkgate.evidence import capture
 from sparkgate.evidence.admin_probe import PROBE_ROUTE
 from sparkgate.runtime import admin_key
 from tests.e2e.conftest import E2E_PERIOD_S, E2E_SCALE, E2E_STARTUP_S, free_port
@@ -79,7 +81,7 @@ def gateway_get(options, path: str, api_key: str) -> tuple[int, bytes]:
         return exc.code, exc.read()
 
 
-def test_admin_key_held_by_engine_and_sentinel_only_and_no_secret_leaks(keyed_stack):
+def test_admin_key_held_by_engine_and_sentinel_only_and_no_secret_leaks(keyed_stack, tmp_path):
     containers, api_key, options = keyed_stack["containers"], keyed_stack["api_key"], keyed_stack["options"]
     admin = docker("exec", containers["sentinel"], "cat", str(KEY_FILE)).strip()
     assert len(admin) >= 40
@@ -124,6 +126,16 @@ def test_admin_key_held_by_engine_and_sentinel_only_and_no_secret_leaks(keyed_st
             {"Args": inspected["Args"], "Cmd": inspected["Config"]["Cmd"], "Env": inspected["Config"]["Env"],
              "Entrypoint": inspected["Config"]["Entrypoint"], "Path": inspected["Path"]})
     places["engine log file"] = docker("exec", containers["sentinel"], "cat", "/var/log/sparkgate/engine.log")
+    # The capture files: the sentinel's own, and the one `invoke capture` hands out (docs/field-reports.md).
+    kept = tmp_path / "sentinel-last.capture.tar.gz"
+    docker("cp", f"{containers['sentinel']}:/var/lib/sparkgate/captures/last.capture.tar.gz", str(kept))
+    handed = field_capture.collect(docker_cli.Project(options.project, options.out / "compose.yaml"), "all-three",
+                                   tmp_path / "handed.capture.tar.gz", api_key_file=options.api_key_file,
+                                   say=lambda _: None)
+    for where, path in (("sentinel capture", kept), ("invoke capture", handed)):
+        with tarfile.open(path, "r:gz") as tar:
+            places[where] = "".join(tar.extractfile(m).read().decode() for m in tar)
+        assert capture.read(path).manifest.passed  # an admitted stack's capture: judged again, it passes
     # SGLang prints the key at startup (server_args=...): the log must show it was there and was redacted.
     assert f"'admin_api_key': '{admin_key.REDACTED}'" in places["engine log file"]
     assert f"'admin_api_key': '{admin_key.REDACTED}'" in places["docker logs engine"]
