@@ -96,7 +96,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.replay:
         live = [flag for flag, given in (("--engine-url", args.engine_url), ("--profile", args.profile),
                                          ("--expectations", args.expectations), ("--log-file", args.log_file),
-                                         ("--container", args.container)) if given]
+                                         ("--container", args.container), ("--time-scale", args.time_scale),
+                                         ("--api-key-file", args.api_key_file),
+                                         ("--admin-key-file", args.admin_key_file),
+                                         ("--no-calibrate", args.no_calibrate)) if given]
         if live:
             raise commands.UsageError(f"--replay judges a capture file alone: drop {', '.join(live)}")
         commands.replay_capture(args.replay, json_out=args.json)

@@ -160,23 +160,28 @@ def replay_capture(path: str, json_out: str | None = None) -> None:
     captured = capture.read(path)
     manifest, out = captured.manifest, display.console()
     hosts = ", ".join(f"{h.source} {h.arch}" + (f" ({h.gpu})" if h.gpu else "") for h in captured.context.hosts)
-    out.print(Text(f"capture {path}: profile {manifest.profile}, written {manifest.created} by the {manifest.written_by} "
+    out.print(Text(report.inert(f"capture {path}: profile {manifest.profile}, written {manifest.created} by the {manifest.written_by} "
                    f"(sparkgate {manifest.sparkgate.version}, commit {manifest.sparkgate.commit or 'unknown'}); "
-                   f"recorded verdict {'PASS' if manifest.passed else 'FAIL'}; hosts: {hosts or 'none'}"))
+                   f"recorded verdict {'PASS' if manifest.passed else 'FAIL'}; hosts: {hosts or 'none'}")))
     if manifest.log_cut_bytes:
         out.print(Text(f"the engine log was cut ({manifest.log_cut_bytes} bytes left out of its middle): a log check "
                        "that counted lines there may judge differently"))
     try:
         again = replay(captured.recording)
+        found = capture.changes(captured.recording.verdict, again.as_dict())
     except ReplayMismatch as exc:
         raise capture.CaptureRefused(f"capture {path}: cannot be judged again by this sparkgate: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - a capture is untrusted input: what it breaks is named, never a traceback
+        raise capture.CaptureRefused(
+            f"capture {path}: its recorded evidence does not fit this sparkgate's checks ({type(exc).__name__}: "
+            f"{str(exc)[:160]}); a damaged or hand-made capture") from None
     report.print_verdict(again, out)
-    found = capture.changes(captured.recording.verdict, again.as_dict())
     if not found:
         out.print(Text("unchanged: every check judges the recorded evidence as it did when captured"))
     for change in found:
-        out.print(Text(f"changed {change['check']} ({change['change']}): recorded {json.dumps(change['recorded'], default=str)[:300]}"
-                       f", now {json.dumps(change['now'], default=str)[:300]}"))
+        out.print(Text(report.inert(f"changed {change['check']} ({change['change']}): recorded "
+                                    f"{json.dumps(change['recorded'], default=str)[:300]}, now "
+                                    f"{json.dumps(change['now'], default=str)[:300]}")))
     if json_out:
         from sparkgate.atomic import write_text_atomically
 
@@ -184,6 +189,15 @@ def replay_capture(path: str, json_out: str | None = None) -> None:
                                                          default=str) + "\n")
     if not again.passed:
         raise VerdictRefused("not proven (replayed): " + ", ".join(c.name for c in again.failures()))
+    if captured.manifest.gate_passed is False:
+        # What the sentinel also weighed and a replay cannot re-judge: the suites, a carried cold refusal.
+        suites = captured.context.suites
+        why = [name for name in ("infra", "smoke") if isinstance(suites.get(name), dict)
+               and suites[name].get("passed") is not True]
+        if isinstance(suites.get("gate"), dict) and suites["gate"].get("cold_refusal_kept"):
+            why.append("answers.cold_prefill carried from this engine start's first verification")
+        raise VerdictRefused("the verification passes on replay, but the gate refused this engine: "
+                             + (", ".join(why) or "see context.json suites") + " (not re-judged offline)")
 
 
 def sync_checks_catalog(check: bool = False) -> None:

@@ -49,16 +49,21 @@ def collect(project: docker_cli.Project, profile: str, out: Path | None, *, refu
         if captured.manifest.profile != profile:
             raise CaptureUnavailable(f"the sentinel of {project.name} captured profile {captured.manifest.profile!r}, "
                                      f"not {profile!r}: pass the profile that stack runs")
-        say(f"capture of the {'refused' if not captured.manifest.passed else 'passing'} verification of "
+        say(f"capture of the {'refused' if not captured.admitted else 'admitted'} verification of "
             f"{captured.manifest.created} ({len(captured.recording.exchanges)} engine answers)")
         host = capture.host_facts("host", gpu=_gpu(), docker=_docker_version())
         image = captured.context.image.model_copy(update={"build_guard": _build_guard(project, captured.context.image)})
         made = captured.model_copy(update={
-            "manifest": captured.manifest.model_copy(update={"written_by": "host", "sparkgate": capture.provenance()}),
+            "manifest": captured.manifest.model_copy(update={"written_by": "host"}),
             "context": captured.context.model_copy(update={"image": image,
                                                            "hosts": [*captured.context.hosts, host]})})
         target = out or _default_path(project, captured)
-        capture.write(made, target, _host_secrets(api_key_file))
+        if target.is_dir():
+            raise CaptureUnavailable(f"--out {target} is a directory: name the capture file to write")
+        try:
+            capture.write(made, target, _host_secrets(api_key_file))
+        except OSError as exc:
+            raise CaptureUnavailable(f"cannot write {target}: {exc.strerror or exc}") from None
     capture.read(target)  # what is handed out must read back whole
     say(f"wrote {target} ({target.stat().st_size / 1024:.0f} KiB in {time.monotonic() - started:.1f} s); "
         f"judge it again with: sparkgate verify --replay {target}")
@@ -66,28 +71,31 @@ def collect(project: docker_cli.Project, profile: str, out: Path | None, *, refu
 
 
 def _pick(sentinel: str, refused: bool, scratch: Path) -> Path:
-    """Copy the chosen capture out of the sentinel container (running or stopped) into `scratch`."""
-    if refused:
-        listing = docker_cli.run(["exec", sentinel, "ls", "-1", CAPTURES_DIR], check=False)
-        names = [n for n in listing.stdout.split() if refused_order(n) is not None]
-        if not names:
-            raise CaptureUnavailable("the sentinel keeps no refused verification (every full verification so far "
-                                     "passed, or the sentinel is stopped). Fix: drop --refused for the last one")
-        name = max(names, key=refused_order)
-    else:
-        name = LAST
-    copied = docker_cli.run(["cp", f"{sentinel}:{CAPTURES_DIR}/{name}", str(scratch / name)], check=False)
+    """Copy the sentinel's captures (running or stopped: `docker cp` reads a stopped container too) into `scratch`
+    and return the chosen one."""
+    copied = docker_cli.run(["cp", f"{sentinel}:{CAPTURES_DIR}/.", str(scratch)], check=False, timeout=120)
     if copied.returncode != 0:
         raise CaptureUnavailable(
-            f"the sentinel has no {name} yet: it writes one after each full verification (the first comes once the "
-            f"engine is healthy; `invoke status` shows the phase). docker cp said: {copied.stderr.strip()[-200:]}")
-    return scratch / name
+            f"cannot copy the sentinel's captures ({CAPTURES_DIR}): {copied.stderr.strip()[-200:]}. Fix: redeploy "
+            "with this sparkgate (older stacks keep none)")
+    if refused:
+        names = [p.name for p in scratch.iterdir() if refused_order(p.name) is not None]
+        if not names:
+            raise CaptureUnavailable("the sentinel keeps no refused verification (every full verification so far "
+                                     "passed). Fix: drop --refused for the last one")
+        return scratch / max(names, key=refused_order)
+    if not (scratch / LAST).is_file():
+        raise CaptureUnavailable(
+            f"the sentinel has no {LAST} yet: it writes one after each full verification (the first comes once "
+            "the engine is healthy; `invoke status` shows the phase)")
+    return scratch / LAST
 
 
 def _default_path(project: docker_cli.Project, captured: capture.Capture) -> Path:
     stamp = re.sub(r"[^0-9TZ]", "", captured.manifest.created.replace("+00:00", "Z"))
-    outcome = "passed" if captured.manifest.passed else "refused"
-    return project.compose_file.parent / "captures" / f"{stamp}-{outcome}{capture.SUFFIX}"
+    outcome = "admitted" if captured.admitted else "refused"
+    # Beside the bundle, not inside it: a render replaces the bundle directory whole.
+    return project.compose_file.parent.parent / "captures" / project.name / f"{stamp}-{outcome}{capture.SUFFIX}"
 
 
 def _command(argv: tuple[str, ...] | list[str], timeout: float = 30) -> str | None:
@@ -113,7 +121,11 @@ def _build_guard(project: docker_cli.Project, image: capture.ImageFacts) -> list
     engine = project.container("engine")
     if engine is None or not image.key:
         return None
-    done = docker_cli.run(["exec", engine, "sparkgate", "build-guard", "--image", image.key], check=False, timeout=180)
+    try:
+        done = docker_cli.run(["exec", engine, "sparkgate", "build-guard", "--image", image.key], check=False,
+                              timeout=180)
+    except subprocess.TimeoutExpired:
+        return [{"name": "build-guard", "ok": False, "detail": "did not finish in 180 s"}]
     found = [{"name": m[2].strip(), "ok": m[1] == "ok", "detail": m[3].strip()[:300]}
              for m in map(_GUARD_LINE.fullmatch, done.stdout.splitlines()) if m]
     return found or None

@@ -119,7 +119,7 @@ def ask(client: EngineClient, model: str, answers: AnswerSet, question: Question
     reply = Reply(id=question.id, question=question.prompt, expected=question.answer)
     body = {"model": model, "messages": [{"role": "user", "content": answers.message(question)}],
             "temperature": 0, "max_tokens": question.max_tokens, "stream": False, **RAW_ANSWER}
-    started = time.monotonic()
+    started = client.clock()
     try:
         response = client.post_json(CHAT_ROUTE, body, timeout=timeout_s or max(5.0, REQUEST_TIMEOUT_S * scale))
     except EngineUnreachable as exc:
@@ -127,7 +127,7 @@ def ask(client: EngineClient, model: str, answers: AnswerSet, question: Question
         reply.timed_out = exc.timed_out
         return reply
     finally:
-        reply.elapsed_s = round((time.monotonic() - started) / scale, 3)
+        reply.elapsed_s = round((client.clock() - started) / scale, 3)
     try:
         choice = response["choices"][0]
         content = choice["message"]["content"]
@@ -152,7 +152,7 @@ def run(client: EngineClient, expectations: dict, scale: float) -> AnswersResult
     """The whole stage, cold question first. Call it before any other request of the verification."""
     answers = answer_set_mod.load()
     model = expectations["engine"]["served_model_name"]
-    started = time.monotonic()
+    started = client.clock()
     result = AnswersResult(set_version=answers.set_version, cold=ask(client, model, answers, answers.repeat, scale))
     wanted = (expectations.get("answers") or {}).get("set_version")
     if wanted != answers.set_version:
@@ -166,7 +166,7 @@ def run(client: EngineClient, expectations: dict, scale: float) -> AnswersResult
             continue
         result.replies.append(ask(client, model, answers, question, scale))
     result.warm = ask(client, model, answers, answers.repeat, scale)
-    result.elapsed_s = (time.monotonic() - started) / scale
+    result.elapsed_s = (client.clock() - started) / scale
     return result
 
 

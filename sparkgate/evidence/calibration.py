@@ -10,7 +10,6 @@ tokens come from meta_info.completion_tokens, never from the text."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, field
 
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
@@ -115,9 +114,9 @@ def run(client: EngineClient, prompts: int, max_new_tokens: int, time_budget_s: 
     calibration's wall time (generously, so a busy host never exhausts it; a hung engine does)."""
     result = CalibrationResult(time_scale=time_scale)
     wall_cap = wall_cap_s(time_budget_s, time_scale)
-    started = time.monotonic()
+    started = client.clock()  # the client's clock: a replay answers with the recorded durations
     for index in range(prompts):
-        if result.elapsed_s > time_budget_s or time.monotonic() - started > wall_cap:
+        if result.elapsed_s > time_budget_s or client.clock() - started > wall_cap:
             result.budget_exhausted = True
             break
         outcome, client_wall = _one(client, index, max_new_tokens, time_budget_s, time_scale)
@@ -139,7 +138,7 @@ def _one(client: EngineClient, index: int, max_new_tokens: int, budget_s: float,
         "text": PROMPTS[index % len(PROMPTS)],
         "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens, "ignore_eos": True},
     }
-    sent = time.monotonic()
+    sent = client.clock()
     first = last = None
     final: dict | None = None
     try:
@@ -149,8 +148,8 @@ def _one(client: EngineClient, index: int, max_new_tokens: int, budget_s: float,
             last, final = arrived, chunk
     except EngineUnreachable as exc:
         outcome.error = str(exc)
-        return outcome, time.monotonic() - sent
-    spent = time.monotonic() - sent
+        return outcome, client.clock() - sent
+    spent = client.clock() - sent
     meta = (final or {}).get("meta_info") if isinstance(final, dict) else None
     meta = meta if isinstance(meta, dict) else {}
     reason = meta.get(FINISH_REASON)

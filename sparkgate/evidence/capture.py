@@ -40,9 +40,10 @@ CAPTURE_VERSION = 1
 KIND = "sparkgate-capture"
 SUFFIX = ".capture.tar.gz"
 MEMBERS = ("manifest.json", "recording.json", "context.json")
-# Bounds on what is read back: a capture of a refusal is a few MB; these leave room and stop a zip bomb.
-MAX_FILE_BYTES = 64 * 1024 * 1024
-MAX_MEMBER_BYTES = 128 * 1024 * 1024
+# Bounds on what is read back. A capture holds at most a 4 MiB log and a few hundred KB of answers; these leave
+# room and bound what a small hostile file can make a reader parse (memory grows with the JSON it inflates to).
+MAX_FILE_BYTES = 8 * 1024 * 1024
+MAX_MEMBER_BYTES = 8 * 1024 * 1024
 # The engine log the checks read is kept whole up to this; beyond it the head (startup) and the tail (the latest
 # records) are kept and the manifest says so (a replay of a log check may then differ, and says why).
 LOG_KEEP_BYTES = 4 * 1024 * 1024
@@ -52,7 +53,8 @@ LOG_CUT = "\n[sparkgate capture: {0} bytes of the engine log left out here]\n"
 # Flags whose next argv element is a secret (SGLang's --api-key, --admin-api-key, --ssl-keyfile-password), and
 # environment names that hold one (HF_TOKEN, *_API_KEY, *_SECRET, *_PASSWORD): their values never enter a capture.
 _SECRET_FLAGS = ("--api-key", "--admin-api-key", "--ssl-keyfile-password")
-_SECRET_ENV = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|CREDENTIAL)", re.IGNORECASE)
+# Whole name segments: HF_TOKEN, OPENAI_KEY, DB_PASSWORD; not SGLANG_MAX_NEW_TOKENS_LIMIT.
+_SECRET_ENV = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|API_KEY|KEY)$", re.IGNORECASE)
 
 
 def scrub_argv(argv: Iterable[str], keys: tuple[str, ...]) -> list[str]:
@@ -92,8 +94,11 @@ class Manifest(_Frozen):
     # the sentinel after a verification, `invoke capture` on the host, or a test lane (tests/capture_corpus.py)
     written_by: Literal["sentinel", "host", "lane"]
     profile: str
-    passed: bool
+    passed: bool  # the recorded verification's verdict (what a replay re-judges)
     failing: list[str]
+    # The sentinel's decision, which also weighed what a replay cannot re-judge: its infra and smoke suites, and a
+    # cold refusal carried over from this engine start's first verification. None where no sentinel decided.
+    gate_passed: bool | None = None
     sparkgate: Provenance
     log_cut_bytes: int = Field(0, ge=0)  # engine log bytes left out (0: the whole log the checks read)
     members: dict[Literal["recording.json", "context.json"], MemberDigest]
@@ -108,6 +113,7 @@ class HostFacts(_Frozen):
     mem_available_kib: int | None = None
     gpu: str | None = None  # `nvidia-smi --query-gpu=...` where it exists
     docker: str | None = None
+    sparkgate: Provenance | None = None  # the sparkgate that ran there
 
 
 class ImageFacts(_Frozen):
@@ -129,6 +135,11 @@ class Capture(_Frozen):
     manifest: Manifest
     recording: Recording
     context: Context
+
+    @property
+    def admitted(self) -> bool:
+        """Whether the gate admitted the engine on this verification (the verdict alone where no sentinel decided)."""
+        return self.manifest.passed if self.manifest.gate_passed is None else self.manifest.gate_passed
 
 
 def provenance() -> Provenance:
@@ -167,7 +178,7 @@ def host_facts(source: Literal["sentinel", "host"], meminfo_path: str = "/proc/m
         pass
     return HostFacts(source=source, arch=platform.machine(), kernel=platform.release(),
                      python=platform.python_version(), mem_total_kib=total, mem_available_kib=available,
-                     gpu=gpu, docker=docker)
+                     gpu=gpu, docker=docker, sparkgate=provenance())
 
 
 def cut_log(text: str | None) -> tuple[str | None, int]:
@@ -196,9 +207,12 @@ def make(recording: Recording, *, profile: str, argv: Iterable[str], engine_env:
         image=image, hosts=list(hosts), suites=redact(suites or {}, keys))
     verdict = recording.verdict
     failing = [str(c.get("name")) for c in verdict.get("checks", []) if not c.get("passed")]
+    gate = (suites or {}).get("gate")
+    gate_passed = gate.get("passed") if isinstance(gate, dict) and isinstance(gate.get("passed"), bool) else None
     manifest = Manifest(
         created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), written_by=written_by, profile=profile,
-        passed=bool(verdict.get("passed")), failing=failing, sparkgate=provenance(), log_cut_bytes=left_out,
+        passed=bool(verdict.get("passed")), failing=failing, gate_passed=gate_passed, sparkgate=provenance(),
+        log_cut_bytes=left_out,
         members={"recording.json": MemberDigest(sha256="0" * 64, size=0),
                  "context.json": MemberDigest(sha256="0" * 64, size=0)})
     return Capture(manifest=manifest, recording=recording, context=context)
@@ -249,10 +263,10 @@ def read(path: str | Path) -> Capture:
     # archive's end marker and never reaches it) and a small file cannot inflate without limit.
     inflater = zlib.decompressobj(wbits=31)
     try:
-        raw = inflater.decompress(path.read_bytes(), MAX_MEMBER_BYTES * len(MEMBERS))
+        raw = inflater.decompress(path.read_bytes(), MAX_MEMBER_BYTES * 2)
         if not inflater.eof:
             raise CaptureRefused(f"{where}: not a readable sparkgate capture (gzip tar): truncated, or it inflates "
-                                 f"past {MAX_MEMBER_BYTES * len(MEMBERS)} bytes")
+                                 f"past {MAX_MEMBER_BYTES * 2} bytes")
     except (zlib.error, OSError) as exc:
         raise CaptureRefused(f"{where}: not a readable sparkgate capture (gzip tar): {exc}") from None
     if inflater.unused_data:
@@ -281,6 +295,9 @@ def read(path: str | Path) -> Capture:
             raise CaptureRefused(f"{where}: {name} does not match its manifest digest (sha256 {actual[:12]}…, "
                                  f"expected {digest.sha256[:12]}…): altered or damaged")
     recording = _model(Recording, data["recording.json"], where, "recording.json")
+    if recording.log_text is not None and len(recording.log_text) > LOG_KEEP_BYTES + len(LOG_CUT) + 64:
+        raise CaptureRefused(f"{where}: recording.json log_text is {len(recording.log_text)} characters, over the "
+                             f"{LOG_KEEP_BYTES} a capture keeps (written by something other than sparkgate)")
     context = _model(Context, data["context.json"], where, "context.json")
     if recording.expectations.get("profile") != manifest.profile:
         raise CaptureRefused(f"{where}: manifest.json profile {manifest.profile!r} is not the recorded "
@@ -311,8 +328,11 @@ def _model(model: type[BaseModel], data: bytes, where: str, member: str):
 def changes(recorded: dict[str, Any], now: dict[str, Any]) -> list[dict[str, Any]]:
     """Per check, what the current code judges differently from the recorded verdict: outcome, observed value, a
     check that is new or gone. Empty when the code still reads the evidence the same way."""
-    before = {c.get("name"): c for c in recorded.get("checks", []) if isinstance(c, dict)}
-    after = {c.get("name"): c for c in now.get("checks", []) if isinstance(c, dict)}
+    def by_name(verdict: Any) -> dict[str, dict]:
+        checks = verdict.get("checks") if isinstance(verdict, dict) else None
+        return {str(c.get("name")): c for c in checks if isinstance(c, dict)} if isinstance(checks, list) else {}
+
+    before, after = by_name(recorded), by_name(now)
     found: list[dict[str, Any]] = []
     for name in [*before, *(n for n in after if n not in before)]:
         old, new = before.get(name), after.get(name)

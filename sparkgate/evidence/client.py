@@ -108,6 +108,11 @@ class EngineClient:
         """POST a JSON body, return the JSON object answered (EngineUnreachable otherwise)."""
         return self._json_object("POST", path, self._fetch("POST", path, body, timeout))
 
+    def clock(self) -> float:
+        """The verification's clock (seconds, monotonic): budgets and elapsed times read it, so that a replay can
+        answer with the recorded durations instead of its own (recording.ReplayClient)."""
+        return time.monotonic()
+
     # Evidence beside the engine's answers, read here so that a recording client keeps it with them.
     def admin_key_probe(self, key_file: str):
         """Whether the engine enforces the admin key in `key_file` (evidence/admin_probe.py)."""

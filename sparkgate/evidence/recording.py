@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -27,11 +26,12 @@ from sparkgate.evidence.logs import EngineLog
 from sparkgate.runtime.admin_key import REDACTED, SECRET_FIELDS, redact, redact_text
 
 RECORDING_VERSION = 1
+MAX_CALL_SECONDS = 7 * 24 * 3600.0
 Call = Literal["status", "GET", "POST", "stream", "admin_key_probe", "host_memory"]
 
 
 class _Reading(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class AdminProbeReading(_Reading):  # evidence/admin_probe.AdminKeyProbe
@@ -48,10 +48,16 @@ class MemInfoReading(_Reading):  # evidence/host_memory.MemInfo
     swap_free_kib: int
 
 
+class HolderReading(_Reading):  # one of evidence/host_memory.largest_processes
+    pid: int
+    name: str
+    rss_gib: float = Field(ge=0, allow_inf_nan=False)
+
+
 class HostMemoryReading(_Reading):  # evidence/host_memory.HostMemory
     meminfo: MemInfoReading | None
     error: str | None
-    holders: list[dict[str, str | int | float]]
+    holders: list[HolderReading] = Field(max_length=16)
 
 
 READINGS: dict[str, type[_Reading]] = {"admin_key_probe": AdminProbeReading, "host_memory": HostMemoryReading}
@@ -69,6 +75,9 @@ class Exchange(BaseModel):
     error: str | None = None  # EngineUnreachable's message
     timed_out: bool = False
     reading: dict[str, Any] | None = None  # admin_key_probe / host_memory: what was read (path: the file read)
+    # How long the call took on the client's clock: a replay's clock advances by it, so budgets and wall caps
+    # decide as they did (a hung engine's capture replays its time-outs). None in recordings made before.
+    seconds: float | None = Field(None, ge=0, le=MAX_CALL_SECONDS, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _reading_fits_its_call(self) -> Exchange:
@@ -82,6 +91,18 @@ class Exchange(BaseModel):
 # the value goes, the field stays. JSON answers are redacted field by field (admin_key.redact).
 _SECRET_ASSIGNMENT = re.compile(
     r"""(\b(?:{})(?:['"]?\s*[:=]\s*))(['"])(?!{})(.*?)\2""".format("|".join(SECRET_FIELDS), re.escape(REDACTED)))
+MIN_KEY_CHARS = 8
+
+
+def without_credentials(url: str) -> str:
+    """`url` without its user:password@ part. A password may hold '/' (then no parser finds the authority's end),
+    so everything up to the last '@' goes: an engine URL has none in its path, and too much gone beats a secret."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    return f"{scheme}://{rest.rsplit('@', 1)[1]}"
+
+
 def scrub(text: str | None, keys: Iterable[str]) -> str | None:
     """`text` without secrets: a JSON document redacted field by field, any text by known key and printed form."""
     if text is None:
@@ -127,11 +148,24 @@ class Recording(BaseModel):
            calibrate: bool = True, secrets: Iterable[str] = ()) -> Recording:
         """The recording, with every secret it could carry replaced by a marker: the client's API key, `secrets`
         (the admin key), secret server args in JSON answers and in the log, credentials in the URL."""
-        keys = tuple(k for k in (client.api_key, *secrets) if k)
-        url = re.sub(r"//[^/@]*@", "//", client.base_url)
-        return cls(engine_url=url, expectations=redact(expectations, keys), log_source=log.source,
-                   log_text=scrub(log.text, keys), log_error=scrub(log.error, keys), calibrate=calibrate,
-                   exchanges=[_scrubbed(e, keys) for e in client.exchanges], verdict=redact(verdict.as_dict(), keys))
+        # A key shorter than MIN_KEY_CHARS is not searched for in free text (it would rewrite ordinary words and the
+        # gate's own requests); secret fields and flags are redacted whatever their length.
+        keys = tuple(k for k in (client.api_key, *secrets) if k and len(k) >= MIN_KEY_CHARS)
+        verdict_dict = redact(verdict.as_dict(), keys)
+        verdict_dict["engine_url"] = without_credentials(str(verdict_dict.get("engine_url", "")))
+        return cls(engine_url=without_credentials(client.base_url), expectations=redact(expectations, keys),
+                   log_source=log.source, log_text=scrub(log.text, keys), log_error=scrub(log.error, keys),
+                   calibrate=calibrate, exchanges=[_scrubbed(e, keys) for e in client.exchanges], verdict=verdict_dict)
+
+    @model_validator(mode="after")
+    def _verdict_has_its_shape(self) -> Recording:
+        checks = self.verdict.get("checks")
+        if not isinstance(self.verdict.get("passed"), bool) or not isinstance(checks, list) or not all(
+                isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("passed"), bool)
+                for c in checks):
+            raise ValueError("the recorded verdict is not one: it needs passed (true/false) and checks, each with "
+                             "a name and passed")
+        return self
 
     def log(self) -> EngineLog:
         return EngineLog(self.log_source, self.log_text, self.log_error)
@@ -139,47 +173,54 @@ class Recording(BaseModel):
 
 @dataclass(frozen=True)
 class RecordingClient(EngineClient):
-    """An EngineClient that keeps every exchange, errors included, in the order they happened."""
+    """An EngineClient that keeps every exchange, errors included, in the order they happened, with its duration."""
 
     exchanges: list[Exchange] = field(default_factory=list)
 
+    def _keep(self, started: float, **exchange: Any) -> None:
+        self.exchanges.append(Exchange(**exchange, seconds=round(max(0.0, self.clock() - started), 6)))
+
     def status(self, path: str) -> int:
+        started = self.clock()
         code = super().status(path)
-        self.exchanges.append(Exchange(call="status", path=path, status=code))
+        self._keep(started, call="status", path=path, status=code)
         return code
 
     def _fetch(self, method: str, path: str, body: dict | None = None, timeout: float | None = None) -> str:
         call: Call = "POST" if method == "POST" else "GET"
+        started = self.clock()
         try:
             text = super()._fetch(method, path, body, timeout)
         except EngineUnreachable as exc:
-            self.exchanges.append(Exchange(call=call, path=path, body=body, error=str(exc), timed_out=exc.timed_out))
+            self._keep(started, call=call, path=path, body=body, error=str(exc), timed_out=exc.timed_out)
             raise
-        self.exchanges.append(Exchange(call=call, path=path, body=body, text=text))
+        self._keep(started, call=call, path=path, body=body, text=text)
         return text
 
     def admin_key_probe(self, key_file: str):
+        started = self.clock()
         result = super().admin_key_probe(key_file)
-        self.exchanges.append(Exchange(call="admin_key_probe", path=key_file, reading=result.as_dict()))
+        self._keep(started, call="admin_key_probe", path=key_file, reading=result.as_dict())
         return result
 
     def host_memory(self, meminfo_path: str):
+        started = self.clock()
         result = super().host_memory(meminfo_path)
-        self.exchanges.append(Exchange(call="host_memory", path=meminfo_path, reading=result.as_dict()))
+        self._keep(started, call="host_memory", path=meminfo_path, reading=result.as_dict())
         return result
 
     def stream_generate(self, body: dict, timeout: float) -> Iterator[tuple[float, dict]]:
-        sent = time.monotonic()
+        sent = self.clock()
         chunks: list[tuple[float, dict[str, Any]]] = []
         try:
             for arrived, chunk in super().stream_generate(body, timeout):
                 chunks.append((round(arrived - sent, 6), chunk))
                 yield arrived, chunk
         except EngineUnreachable as exc:
-            self.exchanges.append(Exchange(call="stream", path="/generate", body=body, chunks=chunks,
-                                           error=str(exc), timed_out=exc.timed_out))
+            self._keep(sent, call="stream", path="/generate", body=body, chunks=chunks, error=str(exc),
+                       timed_out=exc.timed_out)
             raise
-        self.exchanges.append(Exchange(call="stream", path="/generate", body=body, chunks=chunks))
+        self._keep(sent, call="stream", path="/generate", body=body, chunks=chunks)
 
 
 class ReplayMismatch(Exception):
@@ -192,6 +233,13 @@ class ReplayClient(EngineClient):
 
     exchanges: tuple[Exchange, ...] = ()
     cursor: list[int] = field(default_factory=lambda: [0])
+    now: list[float] = field(default_factory=lambda: [0.0])  # the replay's clock: the recorded durations, summed
+
+    def clock(self) -> float:
+        return self.now[0]
+
+    def _advance(self, recorded: Exchange) -> None:
+        self.now[0] += recorded.seconds or 0.0
 
     def _next(self, call: Call, path: str, body: dict | None) -> Exchange:
         index = self.cursor[0]
@@ -204,6 +252,8 @@ class ReplayClient(EngineClient):
                                  + ": the code reads other evidence than it did, or the recorded run stopped on its "
                                  "wall clock (a budget or cap) where this replay did not")
         self.cursor[0] = index + 1
+        if recorded.call != "stream":  # a stream's clock moves with its chunks (stream_generate)
+            self._advance(recorded)
         return recorded
 
     @property
@@ -234,13 +284,15 @@ class ReplayClient(EngineClient):
         recorded = self._next(call, path, None)
         if recorded.reading is None:
             raise ReplayMismatch(f"{call} {path}: the recording holds no reading")
-        return recorded.reading
+        return READINGS[call].model_validate(recorded.reading).model_dump()  # the validated, typed values
 
     def stream_generate(self, body: dict, timeout: float) -> Iterator[tuple[float, dict]]:
         recorded = self._next("stream", "/generate", body)
-        sent = time.monotonic()
+        sent = self.now[0]
         for offset, chunk in recorded.chunks or []:
+            self.now[0] = max(self.now[0], sent + offset)
             yield sent + offset, chunk
+        self.now[0] = max(self.now[0], sent + (recorded.seconds or 0.0))
         if recorded.error is not None:
             raise EngineUnreachable(recorded.error, recorded.timed_out)
 

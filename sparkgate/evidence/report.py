@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from rich.console import Console
@@ -13,15 +14,23 @@ from sparkgate.evidence.results import Verdict
 from sparkgate.evidence.stages import VERDICT_STAGES
 from sparkgate.evidence.verify import stage_of
 
+# Terminal controls (ESC sequences can repaint the screen or plant links), C1 controls, bidi and zero-width
+# characters in engine- or capture-supplied text: shown as \uXXXX, never interpreted by the terminal.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+
+
+def inert(text: str) -> str:
+    return _CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
 
 def _short(value, limit: int = 70) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    text = inert(value if isinstance(value, str) else json.dumps(value, default=str))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def table(verdict: Verdict) -> Table:
     # Names, observed values and hints come from profiles and from the engine: shown as text, never read as markup.
-    title = f"sparkgate verdict for {verdict.profile} @ {verdict.engine_url}: " + ("PASS" if verdict.passed else "FAIL")
+    title = inert(f"sparkgate verdict for {verdict.profile} @ {verdict.engine_url}: ") + ("PASS" if verdict.passed else "FAIL")
     out = Table(title=Text(title), show_lines=False)
     for column in ("stage", "check", "result", "observed", "expected"):
         out.add_column(column)
@@ -29,7 +38,7 @@ def table(verdict: Verdict) -> Table:
         stage = stage_of(check)
         out.add_row(
             Text("undeclared" if stage is None else f"[{stage + 1}/{len(VERDICT_STAGES)}] {stage.title}"),
-            Text(check.name),
+            Text(inert(check.name)),
             "[green]pass[/green]" if check.passed else "[red]FAIL[/red]",
             Text(_short(check.observed)),
             Text(_short(check.expected)),
@@ -42,8 +51,8 @@ def print_verdict(verdict: Verdict, console: Console) -> None:
     for check in verdict.failures():
         console.print(Text.assemble(
             ("FAIL", "red"),
-            f" {check.name}: observed {_short(check.observed, 1500)}, expected {_short(check.expected, 120)} "
-            f"(source: {check.source}). Hint: {check.hint}",
+            inert(f" {check.name}: observed {_short(check.observed, 1500)}, expected {_short(check.expected, 120)} "
+                  f"(source: {check.source}). Hint: {check.hint}"),
         ))
     if verdict.passed:
         console.print(f"[green]all {len(verdict.checks)} checks passed[/green]")

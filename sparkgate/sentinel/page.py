@@ -342,7 +342,7 @@ def render(snap: dict, now: float | None = None) -> str:
 STARTUP_ROWS = 12
 
 
-def startup_rows(value: Any, prefix: str = "") -> list[tuple[str, float]]:
+def startup_rows(value: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, float]]:
     """SGLang's /server_info startup_time ({"load_weight": s, "cuda_graph": {"decode": s, ...}, ...}) as
     (phase, seconds) rows, nested phases joined by '.', only finite non-negative numbers, at most STARTUP_ROWS."""
     rows: list[tuple[str, float]] = []
@@ -351,7 +351,8 @@ def startup_rows(value: Any, prefix: str = "") -> list[tuple[str, float]]:
             label = f"{prefix}{name}"
             seconds = number(item)
             if isinstance(item, dict):
-                rows.extend(startup_rows(item, label + "."))
+                if depth < 2:  # SGLang nests one level (cuda_graph.decode); deeper is not a startup report
+                    rows.extend(startup_rows(item, label + ".", depth + 1))
             elif seconds is not None and seconds >= 0:
                 rows.append((label, seconds))
     return rows[:STARTUP_ROWS]

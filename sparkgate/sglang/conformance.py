@@ -52,11 +52,23 @@ def log_line(key: str, **values: object) -> str:
 def log_pattern(key: str, **pinned: str) -> re.Pattern[str]:
     """A regex matching every rendering of a log format; holes named in `pinned` must hold that value,
     the others match anything on the line."""
-    parts = []
+    # Literal runs (pinned holes join them) with a free hole between each two. A free hole matches up to the next
+    # literal's first occurrence and never gives it back (a possessive tempered token): matching stays linear in the
+    # line's length. A lazy `.*?` per hole backtracks polynomially on a hostile line (an engine log, or a capture
+    # file's log), and for these patterns - anchored at the start, free holes, no end anchor - the first occurrence
+    # of each literal matches whenever any occurrence does.
+    runs: list[str] = [""]
     for literal, field, _spec, _conversion in string.Formatter().parse(log_format(key)):
-        parts.append(re.escape(literal))
-        if field is not None:
-            parts.append(re.escape(pinned[field]) if field in pinned else ".*?")
+        runs[-1] += literal
+        if field is None:
+            continue
+        if field in pinned:
+            runs[-1] += pinned[field]
+        elif runs[-1] or len(runs) == 1:
+            runs.append("")  # a free hole (two in a row are one)
+    parts = [re.escape(runs[0])]
+    for run in runs[1:]:
+        parts.append(f"(?:(?!{re.escape(run)}).)*+{re.escape(run)}" if run else ".*?")
     return re.compile("".join(parts))
 
 

@@ -279,3 +279,72 @@ def test_a_capture_that_cannot_be_written_does_not_stop_the_sentinel(tmp_path):
 def test_recordings_in_the_corpus_are_valid_recordings():
     for path in CORPUS:
         assert isinstance(capture.read(path).recording, Recording)
+
+
+# -- what the hostile review found -----------------------------------------------------------------------------------
+
+def with_recording(tmp_path: Path, change) -> Path:
+    """The healthy capture with its recording.json changed by `change(document)`, digests made to match."""
+    files = members(HEALTHY)
+    document = json.loads(files["recording.json"])
+    change(document)
+    files["recording.json"] = json.dumps(document).encode()
+    return write_members(tmp_path / "changed.capture.tar.gz", rehashed(files))
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d["expectations"].pop("calibration"),
+    lambda d: d["expectations"].update(time_scale="abc"),
+    lambda d: d["expectations"].update(engine=None),
+    lambda d: d["expectations"].update(requested=7),
+    lambda d: d["verdict"].update(checks=7),
+], ids=["no-calibration", "time-scale-text", "engine-null", "requested-int", "checks-int"])
+def test_recorded_evidence_that_breaks_the_checks_is_refused_in_one_line(tmp_path, capsys, change):
+    assert cli.main(["verify", "--replay", str(with_recording(tmp_path, change))]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert any(s in err for s in ("does not fit", "cannot be judged again", "recorded verdict is not one")), err
+
+
+def test_a_gate_refusal_the_replay_cannot_rejudge_still_exits_one(tmp_path, capsys):
+    captured = capture.read(HEALTHY)
+    made = capture.make(captured.recording, profile="all-three", argv=[], engine_env={}, image=captured.context.image,
+                        hosts=[], suites={"smoke": {"passed": False}, "gate": {"passed": False,
+                                                                                "cold_refusal_kept": True}})
+    assert made.manifest.passed and made.manifest.gate_passed is False and not made.admitted
+    path = capture.write(made, tmp_path / "gate.capture.tar.gz")
+    assert cli.main(["verify", "--replay", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "the gate refused this engine" in err and "smoke" in err and "answers.cold_prefill" in err
+
+
+def test_capture_text_reaches_the_terminal_inert(tmp_path, capsys):
+    path = with_recording(tmp_path, lambda d: d["verdict"]["checks"][0].update(observed="\x1b[2J\x1b]8;;x\x07fake"))
+    cli.main(["verify", "--replay", str(path)])
+    printed = capsys.readouterr().out
+    assert "\x1b[2J" not in printed and "\x1b]8" not in printed and "\\u001b" in printed
+
+
+def test_url_credentials_never_reach_a_recording():
+    from sparkgate.evidence.logs import EngineLog
+    from sparkgate.evidence.recording import RecordingClient
+    from sparkgate.evidence.results import Verdict
+
+    url = "http://gate:pa/ss-w0rd@127.0.0.1:9"
+    recording = Recording.of(RecordingClient(url), {"profile": "x"}, EngineLog("x", ""),
+                             Verdict(profile="x", engine_url=url, time="t"))
+    assert "pa/ss-w0rd" not in recording.model_dump_json()
+    assert recording.engine_url == recording.verdict["engine_url"] == "http://127.0.0.1:9"
+
+
+def test_environment_secrets_are_found_by_name_segment():
+    env = {"HF_TOKEN": "a", "OPENAI_KEY": "b", "DB_PASSWORD": "c", "AWS_CREDENTIALS": "d", "SGLANG_API_KEY": "e",
+           "SGLANG_MAX_NEW_TOKENS_LIMIT": "4096", "SGLANG_ENABLE_FP8_LM_HEAD": "1", "KEYBOARD": "us"}
+    scrubbed = capture.scrub_env(env, ())
+    assert {k for k, v in scrubbed.items() if v == "<redacted>"} == {"HF_TOKEN", "OPENAI_KEY", "DB_PASSWORD",
+                                                                     "AWS_CREDENTIALS", "SGLANG_API_KEY"}
+
+
+def test_a_log_longer_than_a_capture_keeps_is_refused(tmp_path):
+    path = with_recording(tmp_path, lambda d: d.update(log_text="x" * (capture.LOG_KEEP_BYTES + 1000)))
+    assert "log_text" in refusal_of(path)

@@ -99,6 +99,10 @@ class _Client:
     def __init__(self, meta: dict):
         self.meta = meta
 
+    @staticmethod
+    def clock() -> float:
+        return 0.0
+
     def stream_generate(self, body, timeout):
         yield 0.0, {"meta_info": {"completion_tokens": 1}}
         yield 0.0, {"meta_info": self.meta}

@@ -155,3 +155,26 @@ def test_a_malformed_reading_does_not_load(reading):
         Recording.model_validate({"engine_url": "http://127.0.0.1:1", "expectations": {}, "log_source": "x",
                                   "log_text": "", "verdict": {},
                                   "exchanges": [{"call": call, "path": "k", "reading": reading}]})
+
+
+def test_a_verification_cut_short_by_its_wall_clock_replays_to_the_same_cut(tmp_path, monkeypatch):
+    """A hung or slow engine spends the calibration's wall-clock allowance: the recorded verification stops early.
+    Its replay runs on the recorded durations (the replay client's clock), so it stops at the same request and
+    judges the same verdict, instead of asking for requests that were never sent."""
+    from sparkgate.evidence import calibration
+    from tests.plugins.simproc import Sim, profile_launch
+
+    monkeypatch.setattr(calibration, "wall_cap_s", lambda budget, scale: 0.25)
+    argv, env = profile_launch("baseline")
+    sim = Sim(argv, env, tmp_path, scale=SCALE).start().wait_ready()
+    try:
+        recording = recorded(sim, "baseline")
+    finally:
+        sim.stop()
+    sent = recording.verdict["calibration"]["requests"]
+    prompts = recording.expectations["calibration"]["prompts"]
+    assert recording.verdict["calibration"]["budget_exhausted"] and 0 < len(sent) < prompts
+    assert all(e.seconds is not None for e in recording.exchanges)
+    again = replay(recording).as_dict()
+    assert len(again["calibration"]["requests"]) == len(sent) and again["calibration"]["budget_exhausted"]
+    assert outcomes(again) == outcomes(recording.verdict)
