@@ -5,6 +5,7 @@ so the verifier is held to them in milliseconds (tests/unit/evidence/test_captur
     python -m tests.capture_corpus sim [DIR]      the simulator's part only
     python -m tests.capture_corpus rejudge FILE   after a deliberate change of a check: the file's recorded verdict
                                                   becomes the current code's (its recorded answers are untouched)
+    python -m tests.capture_corpus bench [DIR]    per capture: its size, and the time to write, read and replay it
 
 The real lane writes its captures when SPARKGATE_CAPTURE_CORPUS names a directory (tests/real/test_gate_verdicts.py).
 A capture is named after what it shows: `<source>--<profile>--<variation>.capture.tar.gz`.
@@ -96,7 +97,38 @@ def rejudge(path: Path) -> list[dict]:
     return found
 
 
+def bench(directory: Path, rounds: int = 5) -> None:
+    """Print, per capture, its size and the median seconds to write it, read it back and replay it (this host's
+    wall clock: a benchmark that prints numbers, judged by no test)."""
+    import statistics
+    import time
+
+    from sparkgate.evidence.recording import replay
+
+    def median(action) -> float:
+        times = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            action()
+            times.append(time.perf_counter() - started)
+        return statistics.median(times)
+
+    print(f"{'capture':78s} {'KiB':>6s} {'calls':>5s} {'write s':>8s} {'read s':>7s} {'replay s':>8s}")
+    with tempfile.TemporaryDirectory() as scratch:
+        for path in sorted(directory.glob("*" + capture.SUFFIX)):
+            captured = capture.read(path)
+            out = Path(scratch) / path.name
+            write_s = median(lambda: capture.write(captured, out))  # noqa: B023 - used at once
+            read_s = median(lambda: capture.read(path))  # noqa: B023
+            replay_s = median(lambda: replay(captured.recording))  # noqa: B023
+            print(f"{path.name[:78]:78s} {path.stat().st_size / 1024:6.0f} {len(captured.recording.exchanges):5d} "
+                  f"{write_s:8.3f} {read_s:7.3f} {replay_s:8.3f}", flush=True)
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["bench"]:
+        bench(Path(argv[1]) if len(argv) > 1 else CORPUS)
+        return 0
     if argv[:1] == ["rejudge"] and len(argv) == 2:
         rejudge(Path(argv[1]))
         return 0
