@@ -178,7 +178,10 @@ def replay_capture(path: str, json_out: str | None = None) -> None:
     report.print_verdict(again, out)
     if not found:
         out.print(Text("unchanged: every check judges the recorded evidence as it did when captured"))
-    for change in found:
+    shown_changes = 50
+    if len(found) > shown_changes:
+        out.print(Text(f"{len(found)} checks changed; the first {shown_changes}:"))
+    for change in found[:shown_changes]:
         out.print(Text(report.inert(f"changed {change['check']} ({change['change']}): recorded "
                                     f"{json.dumps(change['recorded'], default=str)[:300]}, now "
                                     f"{json.dumps(change['now'], default=str)[:300]}")))

@@ -4,6 +4,7 @@ a non-zero exit code, never a traceback. Bugs stay tracebacks: only `Refusal` is
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -23,6 +24,15 @@ class Refusal(Exception):
         return f"{prefix}: {self}" if self.prefixed and prefix else str(self)
 
 
+# Terminal controls (an ESC sequence can repaint the screen or plant a link), C1 controls, bidi and zero-width
+# characters: shown as \uXXXX. A refusal may quote untrusted text (a capture file's content, an engine's answer).
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+
+
+def inert(text: str) -> str:
+    return _CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def one_line(text: str) -> str:
     return " / ".join(line.strip() for line in str(text).splitlines() if line.strip())
 
@@ -37,7 +47,7 @@ def refusals_exit(prefix: str) -> Callable[[F], F]:
             try:
                 return fn(*args, **kwargs)
             except Refusal as exc:
-                raise Exit(exc.shown(prefix), code=exc.exit_code) from None
+                raise Exit(inert(exc.shown(prefix)), code=exc.exit_code) from None
 
         return wrapper  # type: ignore[return-value]
 
@@ -49,5 +59,5 @@ def run_cli(func: Callable[[], int], prefix: str) -> int:
     try:
         return func()
     except Refusal as exc:
-        print(exc.shown(prefix), file=sys.stderr)
+        print(inert(exc.shown(prefix)), file=sys.stderr)
         return exc.exit_code

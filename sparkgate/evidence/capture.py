@@ -54,18 +54,25 @@ LOG_CUT = "\n[sparkgate capture: {0} bytes of the engine log left out here]\n"
 # environment names that hold one (HF_TOKEN, *_API_KEY, *_SECRET, *_PASSWORD): their values never enter a capture.
 _SECRET_FLAGS = ("--api-key", "--admin-api-key", "--ssl-keyfile-password")
 # Whole name segments: HF_TOKEN, OPENAI_KEY, DB_PASSWORD; not SGLANG_MAX_NEW_TOKENS_LIMIT.
-_SECRET_ENV = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|API_KEY|KEY)$", re.IGNORECASE)
+_SECRET_ENV = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|API_?KEY|KEY|ACCESS_KEY(_ID)?)$",
+                         re.IGNORECASE)
+# user:password@ inside any URL in a value (a proxy, a bucket): the credentials go, the host stays.
+_URL_CREDENTIALS = re.compile(r"(://)[^/@\s]+@")
+
+
+def _value(text: str, keys: tuple[str, ...]) -> str:
+    return _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{REDACTED}@", redact_text(text, keys))
 
 
 def scrub_argv(argv: Iterable[str], keys: tuple[str, ...]) -> list[str]:
     out: list[str] = []
     for item in argv:
-        out.append(REDACTED if out and out[-1] in _SECRET_FLAGS else redact_text(str(item), keys))
+        out.append(REDACTED if out and out[-1] in _SECRET_FLAGS else _value(str(item), keys))
     return out
 
 
 def scrub_env(env: dict[str, Any], keys: tuple[str, ...]) -> dict[str, str]:
-    return {str(k): REDACTED if _SECRET_ENV.search(str(k)) and v not in (None, "") else redact_text(str(v), keys)
+    return {str(k): REDACTED if _SECRET_ENV.search(str(k)) and v not in (None, "") else _value(str(v), keys)
             for k, v in env.items()}
 
 
@@ -181,14 +188,14 @@ def host_facts(source: Literal["sentinel", "host"], meminfo_path: str = "/proc/m
                      gpu=gpu, docker=docker, sparkgate=provenance())
 
 
-def cut_log(text: str | None) -> tuple[str | None, int]:
-    """The log kept whole up to LOG_KEEP_BYTES, else its head and tail around a marker; and the bytes left out."""
+def cut_log(text: str | None, keep: int = LOG_KEEP_BYTES) -> tuple[str | None, int]:
+    """The log kept whole up to `keep` bytes, else its head and tail around a marker; and the bytes left out."""
     if text is None:
         return None, 0
     data = text.encode("utf-8", "replace")
-    if len(data) <= LOG_KEEP_BYTES:
+    if len(data) <= keep:
         return text, 0
-    half = LOG_KEEP_BYTES // 2
+    half = keep // 2
     left_out = len(data) - 2 * half
     head = data[:half].decode("utf-8", "ignore")
     tail = data[-half:].decode("utf-8", "ignore")
@@ -197,10 +204,11 @@ def cut_log(text: str | None) -> tuple[str | None, int]:
 
 def make(recording: Recording, *, profile: str, argv: Iterable[str], engine_env: dict[str, str],
          image: ImageFacts, hosts: Iterable[HostFacts], suites: dict[str, Any] | None = None,
-         written_by: Literal["sentinel", "host", "lane"] = "sentinel", secrets: Iterable[str] = ()) -> Capture:
+         written_by: Literal["sentinel", "host", "lane"] = "sentinel", secrets: Iterable[str] = (),
+         log_keep: int = LOG_KEEP_BYTES) -> Capture:
     """A capture of `recording` (already scrubbed by Recording.of), with argv and env scrubbed here."""
     keys = tuple(k for k in secrets if k)
-    log_text, left_out = cut_log(recording.log_text)
+    log_text, left_out = cut_log(recording.log_text, log_keep)
     recording = recording.model_copy(update={"log_text": log_text})
     context = Context(
         argv=scrub_argv(argv, keys), engine_env=scrub_env(engine_env, keys),

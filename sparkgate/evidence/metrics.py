@@ -5,13 +5,15 @@ from __future__ import annotations
 import re
 
 _SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)')
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+# A label name starts a word: without the lookbehind a long run of word characters is tried at every position.
+_LABEL = re.compile(r'(?<!\w)(\w+)="((?:[^"\\]|\\.)*)"')
+MAX_LINE = 64 * 1024  # longer than any sample SGLang writes: not read (bounded work on a hostile /metrics)
 
 
 def parse(text: str) -> list[tuple[str, dict[str, str], float]]:
     samples = []
     for line in text.splitlines():
-        if not line or line.startswith("#"):
+        if not line or line.startswith("#") or len(line) > MAX_LINE:
             continue
         match = _SAMPLE.match(line)
         if not match:

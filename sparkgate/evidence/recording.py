@@ -14,6 +14,7 @@ recorded: a replay cannot judge it and says so). Client stopwatch readings repla
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -27,6 +28,9 @@ from sparkgate.runtime.admin_key import REDACTED, SECRET_FIELDS, redact, redact_
 
 RECORDING_VERSION = 1
 MAX_CALL_SECONDS = 7 * 24 * 3600.0
+# Bounds on a recording read back (a verification makes a few dozen calls of at most a few hundred chunks; a
+# verdict has a few dozen checks): enough room, and bounded work for a hostile file.
+MAX_EXCHANGES, MAX_CHUNKS, MAX_CHECKS = 2000, 20000, 1000
 Call = Literal["status", "GET", "POST", "stream", "admin_key_probe", "host_memory"]
 
 
@@ -78,6 +82,18 @@ class Exchange(BaseModel):
     # How long the call took on the client's clock: a replay's clock advances by it, so budgets and wall caps
     # decide as they did (a hung engine's capture replays its time-outs). None in recordings made before.
     seconds: float | None = Field(None, ge=0, le=MAX_CALL_SECONDS, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _chunks_arrive_in_order(self) -> Exchange:
+        offsets = [at for at, _ in self.chunks or []]
+        if len(offsets) > MAX_CHUNKS:
+            raise ValueError(f"{len(offsets)} chunks in one stream, over {MAX_CHUNKS}")
+        if not all(math.isfinite(at) and 0 <= at <= MAX_CALL_SECONDS for at in offsets) or any(
+                b < a for a, b in zip(offsets, offsets[1:], strict=False)):
+            raise ValueError("chunk arrival offsets must be finite seconds from 0, in arrival order")
+        if self.seconds is not None and offsets and offsets[-1] > self.seconds + 1e-3:
+            raise ValueError("a chunk arrived after its stream ended (offset beyond the call's seconds)")
+        return self
 
     @model_validator(mode="after")
     def _reading_fits_its_call(self) -> Exchange:
@@ -140,7 +156,7 @@ class Recording(BaseModel):
     log_text: str | None
     log_error: str | None = None
     calibrate: bool = True
-    exchanges: list[Exchange] = Field(default_factory=list)
+    exchanges: list[Exchange] = Field(default_factory=list, max_length=MAX_EXCHANGES)
     verdict: dict[str, Any]
 
     @classmethod
@@ -165,6 +181,12 @@ class Recording(BaseModel):
                 for c in checks):
             raise ValueError("the recorded verdict is not one: it needs passed (true/false) and checks, each with "
                              "a name and passed")
+        if len(checks) > MAX_CHECKS:
+            raise ValueError(f"the recorded verdict has {len(checks)} checks, over {MAX_CHECKS}")
+        scale = self.expectations.get("time_scale", 1.0)
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, int | float)
+                                  or not math.isfinite(scale) or not 0 < scale <= 1e6):
+            raise ValueError(f"expectations time_scale {scale!r} is not a finite number above 0")
         return self
 
     def log(self) -> EngineLog:

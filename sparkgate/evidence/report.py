@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from sparkgate.errors import inert
 from sparkgate.evidence.results import Verdict
 from sparkgate.evidence.stages import VERDICT_STAGES
 from sparkgate.evidence.verify import stage_of
-
-# Terminal controls (ESC sequences can repaint the screen or plant links), C1 controls, bidi and zero-width
-# characters in engine- or capture-supplied text: shown as \uXXXX, never interpreted by the terminal.
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
-
-
-def inert(text: str) -> str:
-    return _CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _short(value, limit: int = 70) -> str:

@@ -44,12 +44,22 @@ class CaptureStore:
         """Write this verification's capture; returns what the status shows ({"last", "refused", "error"}).
         Never raises: a capture that cannot be written must not stop the gate from deciding."""
         try:
-            made = capture.make(
-                recording, profile=str(expectations.get("profile")), argv=self._bundle("argv.json", []),
-                engine_env=self._bundle("engine-env.json", {}), image=self._image(expectations),
-                hosts=[capture.host_facts("sentinel", self.meminfo_path)], suites=suites, secrets=secrets)
             self.directory.mkdir(parents=True, exist_ok=True)
-            capture.write(made, self.directory / LAST, secrets)
+            # A log that escapes to more JSON than a capture may hold (quotes, control characters) is cut further:
+            # what the sentinel keeps must read back whole.
+            for keep in (capture.LOG_KEEP_BYTES, capture.LOG_KEEP_BYTES // 4, capture.LOG_KEEP_BYTES // 64):
+                made = capture.make(
+                    recording, profile=str(expectations.get("profile")), argv=self._bundle("argv.json", []),
+                    engine_env=self._bundle("engine-env.json", {}), image=self._image(expectations),
+                    hosts=[capture.host_facts("sentinel", self.meminfo_path)], suites=suites, secrets=secrets,
+                    log_keep=keep)
+                capture.write(made, self.directory / LAST, secrets)
+                try:
+                    capture.read(self.directory / LAST)
+                    break
+                except capture.CaptureRefused:
+                    if keep == capture.LOG_KEEP_BYTES // 64:
+                        raise
             if not made.manifest.passed or not suites.get("gate", {}).get("passed", True):
                 self.written += 1
                 stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -15,6 +15,9 @@ _SIZES = C.log_pattern("scheduler_sizes")
 _READY = C.log_format("ready")
 
 
+# Startup lines are short; a longer one (client text echoed into the log) is read only for the arguments and ready
+# lines, whose patterns cost one pass: the others search every position and would grow with its square.
+MAX_PHASE_LINE = 8192
 TRACEBACK_NOTE = "; a traceback is in the log after it (see log)"
 
 
@@ -34,8 +37,12 @@ def current_phase(log_text: str | None) -> str:
     phase, traceback_after = "starting", False
     for line in log_text.splitlines():
         progressed = True
+        long_line = len(line) > MAX_PHASE_LINE
         if _SERVER_ARGS.search(line):
             phase = "starting (arguments resolved)"
+        elif long_line:
+            progressed = _READY in line
+            phase = READY if progressed else phase
         elif _LOAD_BEGIN.search(line):
             phase = "loading draft weights" if phase.startswith("target weights loaded") else "loading target weights"
         elif _LOAD_END.search(line):

@@ -52,3 +52,12 @@ def test_no_free_hole_can_backtrack():
     for key in KEYS:
         pattern = C.log_pattern(key).pattern
         assert ".*?" not in pattern.removesuffix(".*?"), (key, pattern)
+
+
+def test_a_label_run_in_metrics_is_read_in_one_pass():
+    """Structure, not timing: a label name starts a word, so a long word run is not retried at every position."""
+    from sparkgate.evidence import metrics
+
+    assert metrics._LABEL.pattern.startswith("(?<!\\w)")
+    assert metrics.parse('m{a="1",bb_c="x\\"y"} 2') == [("m", {"a": "1", "bb_c": 'x\\"y'}, 2.0)]
+    assert metrics.parse("m{" + "a" * (metrics.MAX_LINE + 1) + "} 1") == []

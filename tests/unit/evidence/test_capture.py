@@ -303,7 +303,8 @@ def test_recorded_evidence_that_breaks_the_checks_is_refused_in_one_line(tmp_pat
     assert cli.main(["verify", "--replay", str(with_recording(tmp_path, change))]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
-    assert any(s in err for s in ("does not fit", "cannot be judged again", "recorded verdict is not one")), err
+    assert any(s in err for s in ("does not fit", "cannot be judged again", "recorded verdict is not one",
+                                  "time_scale")), err
 
 
 def test_a_gate_refusal_the_replay_cannot_rejudge_still_exits_one(tmp_path, capsys):
@@ -348,3 +349,38 @@ def test_environment_secrets_are_found_by_name_segment():
 def test_a_log_longer_than_a_capture_keeps_is_refused(tmp_path):
     path = with_recording(tmp_path, lambda d: d.update(log_text="x" * (capture.LOG_KEEP_BYTES + 1000)))
     assert "log_text" in refusal_of(path)
+
+
+@pytest.mark.parametrize("chunks", [[[-1.0, {}]], [[2.0, {}], [1.0, {}]], [[float("nan"), {}]], [[1e12, {}]]],
+                         ids=["negative", "out-of-order", "nan", "huge"])
+def test_stream_chunk_offsets_must_be_real_arrival_times(chunks):
+    with pytest.raises(ValueError, match="chunk arrival offsets"):
+        Recording.model_validate({"engine_url": "http://127.0.0.1:1", "expectations": {}, "log_source": "x",
+                                  "log_text": "", "verdict": {"passed": True, "checks": []},
+                                  "exchanges": [{"call": "stream", "path": "/generate", "chunks": chunks}]})
+
+
+def test_a_refusal_quoting_capture_text_reaches_the_terminal_inert(tmp_path, capsys):
+    def plant(document):
+        document["exchanges"][0]["path"] = "/health\x1b]0;PWNED\x07\u202e"
+    assert cli.main(["verify", "--replay", str(with_recording(tmp_path, plant))]) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\u202e" not in err and "\\u001b" in err
+
+
+def test_the_sentinel_cuts_a_log_that_escapes_past_a_capture_until_it_reads_back(tmp_path):
+    healthy = capture.read(HEALTHY)
+    quoted = healthy.recording.model_copy(update={"log_text": '"' * (capture.LOG_KEEP_BYTES + 10)})
+    store = CaptureStore(tmp_path / "captures", tmp_path)
+    listing = store.save(quoted, healthy.recording.expectations, {}, ())
+    assert "error" not in listing
+    kept = capture.read(listing["last"])
+    assert kept.manifest.log_cut_bytes > 0 and len(kept.recording.log_text) < capture.LOG_KEEP_BYTES
+
+
+def test_credentials_in_any_url_of_argv_or_env_are_removed():
+    argv = capture.scrub_argv(["--model-path", "s3://AKIA:secretkey@bucket/m"], ())
+    env = capture.scrub_env({"HTTPS_PROXY": "http://bob:hunter2pass@proxy:3128", "OPENAI_APIKEY": "x",
+                             "S3_ACCESS_KEY_ID": "y"}, ())
+    assert argv[1] == "s3://<redacted>@bucket/m" and env["HTTPS_PROXY"] == "http://<redacted>@proxy:3128"
+    assert env["OPENAI_APIKEY"] == env["S3_ACCESS_KEY_ID"] == "<redacted>"
