@@ -223,7 +223,7 @@ def test_baseline_agreement_needs_a_record_of_this_set_and_a_stacked_profile(eng
     ("capital-france", "paris", True),
     ("gold-symbol", "Au (gold)", True),
     ("count-to-24", "The integers from 1 to 24: " + SET.repeat.answer, True),
-    ("add-47-38", "eighty-five", False),
+    ("add-47-38", "eighty-five", True),  # number words are read
     ("add-47-38", "86", False),
     ("add-47-38", "84 or 85", False),  # every candidate is not an answer
     ("add-47-38", "What is 47 plus 38?", False),  # an echo of the question
@@ -247,7 +247,7 @@ def test_the_judge_never_raises_and_reads_right_only_with_the_answer_in_the_repl
 
 
 @given(st.integers(min_value=-10**9, max_value=10**9), st.integers(min_value=-10**9, max_value=10**9),
-       st.text(alphabet=" *_:;()[]{}<>!?'\"\n\t#=+", max_size=30))
+       st.text(alphabet=" *_:;()[]{}!?'\"\n\t=", max_size=30))
 def test_an_integer_is_right_only_when_it_is_the_answer(got, want, prefix):
     question = answer_set.Question(id="q", prompt="What is it?", kind="integer", answer=str(want))
     assert answer_set.judge(question, f"{prefix} {got}") is (got == want)
@@ -337,11 +337,12 @@ def test_the_probe_fails_closed_without_the_generation_counter():
 
 
 def test_a_reply_that_runs_to_max_tokens_is_wrong_and_says_it_was_cut(engine_at):
-    """A right first token followed by decode garbage up to max_tokens: "85 85 85 ..." holds only the answer."""
+    """A right first token followed by decode garbage up to max_tokens: "85 85 85 ..." states the answer again and
+    again, which the judge refuses, and the reply says it was cut."""
     question = SET.questions[0]
     engine = ScriptedEngine({question.id: " ".join([question.answer] * question.max_tokens)},
                             finishes={question.id: "length"})
     result = answers.run(engine_at(engine), expectations(), 1.0)
     reply = result.replies[0]
-    assert answer_set.judge(question, reply.text) and not reply.correct
+    assert not answer_set.judge(question, reply.text) and not reply.correct
     assert reply.shown()["finish_reason"] == "length (cut at max_tokens)"

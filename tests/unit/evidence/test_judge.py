@@ -1,0 +1,120 @@
+"""The answers judge's contract (sparkgate/evidence/judge.py, docs/checks/answers.md): right phrasings of each
+question of the shipped set pass, and every corruption of them fails, whatever the question."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparkgate.evidence import answer_set, judge
+
+SET = answer_set.load()
+INTEGERS = [q for q in SET.questions if q.kind == "integer"]
+WORDS = [q for q in SET.questions if q.kind == "word"]
+LIST = SET.repeat
+UNICODE_DIGITS = ("٠١٢٣٤٥٦٧٨٩", "०१२३४५६७८९", "０１２３４５６７８９")
+
+
+@pytest.mark.parametrize(("question_id", "reply", "right"), [
+    # accepted, wrong, before this contract
+    ("div-144-12", "144 divided by 12 is 144", False),
+    ("div-144-12", "12 divided by 144", False),
+    ("add-47-38", "85 85 85 85", False),
+    ("add-47-38", "85 ✅ 🤖🤖🤖 ###@@@!!!", False),
+    ("mul-23-17", "391 391 391 23 17 23 17", False),
+    ("capital-france", "Paris 2024", False),
+    ("capital-france", "capital France Paris of the", False),
+    ("capital-france", "What is the capital of France? Paris", False),
+    ("count-to-24", LIST.answer + ", 24, 1, 24, 24", False),
+    # refused, right, before this contract
+    ("hexagon-sides", "A hexagon has 6 sides.", True),
+    ("sub-91-46", "91-46=45", True),
+    ("km-to-m", "3.5 km = 3500 m", True),
+    ("add-47-38", "eighty-five", True),
+    ("km-to-m", "three thousand five hundred", True),
+    ("count-to-24", "Sure! " + LIST.answer, True),
+    ("add-47-38", "85<|endoftext|>", True),
+    ("add-47-38", "85</s>", True),
+    # more right phrasings
+    ("h-to-min", "There are 360 minutes in 6 hours.", True),
+    ("div-144-12", "144 / 12 = 12", True),
+    ("mul-23-17", "23 * 17 = 391", True),
+    ("leap-year-days", "A leap year has 366 days.", True),
+    ("gold-symbol", "The chemical symbol for gold is Au.", True),
+    ("capital-france", "Paris is the capital of France.", True),
+    ("add-47-38", "*85*", True),
+])
+def test_the_contract_examples(question_id, reply, right):
+    assert answer_set.judge(SET.by_id(question_id), reply) is right
+
+
+def restatement(question: answer_set.Question) -> str:
+    """The question's own quantities, as a reply restates them before its result."""
+    return " and ".join(n for n in judge.question_facts(question.prompt)[1]) or "it"
+
+
+def right_integer(question: answer_set.Question, rng: random.Random) -> str:
+    answer = question.answer
+    if rng.random() < 0.3:
+        digits = rng.choice(UNICODE_DIGITS)
+        answer = "".join(digits[int(c)] for c in answer)
+    form = rng.choice(["{a}", "**{a}**", "\\boxed{{{a}}}", "The answer is {a}.", "{a} is the answer.",
+                       "{r} is {a}.", "{r} = {a}", "It is {a}", "`{a}`", "$ {a} $"])
+    text = form.format(a=answer, r=restatement(question))
+    if rng.random() < 0.3:
+        text = text.upper() if rng.random() < 0.5 else text.lower()
+    return rng.choice(["", "<think>\n</think>\n\n"]) + text + rng.choice(["", "<|endoftext|>", "<|im_end|>", "\n"])
+
+
+def corrupted(question: answer_set.Question, rng: random.Random) -> str:
+    answer, words = question.answer, question.prompt.rstrip("?").split()
+    kind = rng.choice(["repeat", "symbol", "append", "salad", "echo"])
+    if kind == "repeat":
+        return rng.choice([" ", ", ", "\n"]).join([answer] * rng.randint(2, 6))
+    if kind == "symbol":
+        return answer + rng.choice([" ✅", " 🤖", " ###", " @@", " <>", " ~", " ^", " |"]) * rng.randint(1, 3)
+    if kind == "append":
+        other = rng.choice([*judge.question_facts(question.prompt)[1], "7", "2024", answer])
+        return f"{answer}{rng.choice([' ', ', ', '. '])}{other}"
+    if kind == "salad":
+        salad = [*words, answer]
+        rng.shuffle(salad)
+        return " ".join(salad)
+    return f"{question.prompt} {answer} {rng.choice(words)}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1), index=st.integers(min_value=0))
+def test_right_phrasings_of_an_integer_answer_pass(seed, index):
+    question = INTEGERS[index % len(INTEGERS)]
+    reply = right_integer(question, random.Random(seed))
+    assert answer_set.judge(question, reply), (question.id, reply)
+
+
+@settings(max_examples=400, deadline=None)
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1), index=st.integers(min_value=0))
+def test_corruptions_of_any_answer_fail(seed, index):
+    questions = SET.every_question()
+    question = questions[index % len(questions)]
+    reply = corrupted(question, random.Random(seed))
+    assert not answer_set.judge(question, reply), (question.id, reply)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1), index=st.integers(min_value=0))
+def test_right_phrasings_of_a_word_answer_pass(seed, index):
+    question = WORDS[index % len(WORDS)]
+    rng = random.Random(seed)
+    answer = rng.choice([question.answer, question.answer.lower(), question.answer.upper()])
+    reply = rng.choice(["{a}", "**{a}**", "It is {a}.", "The answer is {a}", "{a}."]).format(a=answer)
+    assert answer_set.judge(question, reply + rng.choice(["", "<|endoftext|>"])), (question.id, reply)
+
+
+@given(st.text(max_size=300))
+def test_the_judge_never_raises(text):
+    for question in SET.every_question():
+        right, read_as = answer_set.read(question, text)
+        assert not right or read_as is not None
