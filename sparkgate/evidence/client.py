@@ -9,15 +9,19 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from typing import TypeVar
 
 # Name lookups run here so they obey the client's timeout: on an internal Docker network the name of a
 # stopped container is forwarded to an upstream resolver that cannot answer, and getaddrinfo itself
 # has no timeout. A crashed engine must be noticed within one re-check period.
 _RESOLVER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="resolve")
+
+
+T = TypeVar("T")
 
 
 def _resolvable(url: str, timeout: float) -> None:
@@ -113,18 +117,10 @@ class EngineClient:
         answer with the recorded durations instead of its own (recording.ReplayClient)."""
         return time.monotonic()
 
-    # Evidence beside the engine's answers, read here so that a recording client keeps it with them.
-    def admin_key_probe(self, key_file: str):
-        """Whether the engine enforces the admin key in `key_file` (evidence/admin_probe.py)."""
-        from sparkgate.evidence import admin_probe  # it builds EngineClients itself
-
-        return admin_probe.probe(self, key_file)
-
-    def host_memory(self, meminfo_path: str):
-        """The host's memory now (evidence/host_memory.py): where the caller runs on the engine's host."""
-        from sparkgate.evidence import host_memory
-
-        return host_memory.reading(meminfo_path)
+    def beside(self, call: str, path: str, read: Callable[[], T], load: Callable[[dict], T]) -> T:
+        """Evidence read beside the engine's answers (the admin-key probe, the host's memory): `read()` here; a
+        recording client keeps what it read (its `as_dict()`), a replaying one answers with `load(recorded)`."""
+        return read()
 
     def stream_generate(self, body: dict, timeout: float) -> Iterator[tuple[float, dict]]:
         """POST /generate with stream=true; yields (monotonic arrival time, chunk) per SSE event."""

@@ -73,10 +73,13 @@ def gather(client: EngineClient, expectations: dict, log: EngineLog, *, calibrat
     evidence = Evidence(expectations=expectations, log=log, meminfo_path=meminfo_path)
     # Read through the client, as the engine's answers are, so a recording of this verification keeps them too.
     if meminfo_path is not None:
-        evidence.host_memory = client.host_memory(meminfo_path)
+        evidence.host_memory = client.beside("host_memory", meminfo_path, lambda: host_memory.reading(meminfo_path),
+                                             host_memory.HostMemory.from_dict)
     evidence.health_status = client.status("/health")
     if admin_key_file is not None:
-        evidence.admin_key = client.admin_key_probe(admin_key_file)
+        evidence.admin_key = client.beside("admin_key_probe", admin_key_file,
+                                           lambda: admin_probe.probe(client, admin_key_file),
+                                           lambda d: admin_probe.AdminKeyProbe(**d))
     try:
         evidence.server_info = client.get_json("/server_info")
     except EngineUnreachable as exc:

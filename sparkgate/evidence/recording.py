@@ -219,16 +219,10 @@ class RecordingClient(EngineClient):
         self._keep(started, call=call, path=path, body=body, text=text)
         return text
 
-    def admin_key_probe(self, key_file: str):
+    def beside(self, call, path, read, load):
         started = self.clock()
-        result = super().admin_key_probe(key_file)
-        self._keep(started, call="admin_key_probe", path=key_file, reading=result.as_dict())
-        return result
-
-    def host_memory(self, meminfo_path: str):
-        started = self.clock()
-        result = super().host_memory(meminfo_path)
-        self._keep(started, call="host_memory", path=meminfo_path, reading=result.as_dict())
+        result = read()
+        self._keep(started, call=call, path=path, reading=result.as_dict())
         return result
 
     def stream_generate(self, body: dict, timeout: float) -> Iterator[tuple[float, dict]]:
@@ -292,15 +286,8 @@ class ReplayClient(EngineClient):
             raise EngineUnreachable(recorded.error or f"{method} {path}: no answer recorded", recorded.timed_out)
         return recorded.text
 
-    def admin_key_probe(self, key_file: str):
-        from sparkgate.evidence.admin_probe import AdminKeyProbe
-
-        return AdminKeyProbe(**self._reading("admin_key_probe", key_file))
-
-    def host_memory(self, meminfo_path: str):
-        from sparkgate.evidence.host_memory import HostMemory
-
-        return HostMemory.from_dict(self._reading("host_memory", meminfo_path))
+    def beside(self, call, path, read, load):
+        return load(self._reading(call, path))
 
     def _reading(self, call: Call, path: str) -> dict[str, Any]:
         recorded = self._next(call, path, None)
