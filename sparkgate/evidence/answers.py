@@ -321,6 +321,8 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
     scale = float(ctx.expectations.get("time_scale") or 1.0)
     reply = ask(ctx.client, ctx.expectations["engine"]["served_model_name"], answer_set, question, scale,
                 timeout_s=max(2.0, ctx.period_s))  # a re-check finishes inside about one period
+    if ctx.own_traffic is not None:
+        ctx.own_traffic.note(ctx.client)  # this request is the sentinel's, not a client's (mtp_recheck.py)
     state.update(last_probe_at=time.monotonic(), previous_activity=activity_mod.fresh(ctx.client))
     observed = {**reply.shown(), "question_id": reply.id,
                 "same_text_as_admission": reply.text == state["admitted_texts"].get(reply.id)}

@@ -6,7 +6,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sparkgate.evidence import metrics as metrics_mod
-from sparkgate.evidence.client import EngineClient
+from sparkgate.evidence.client import EngineClient, EngineUnreachable
+
+
+class OwnTraffic:
+    """Requests the sentinel itself sent after admission (the answer probe), each noted with the engine's /metrics
+    read right after it: a re-check that tells client traffic from quiet (MTP's acceptance) leaves them out."""
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.samples: list | None = None
+
+    def note(self, client: EngineClient) -> None:
+        try:
+            self.samples = metrics_mod.parse(client.get_text("/metrics"))
+        except EngineUnreachable:
+            self.samples = None
+        self.seq += 1
 
 
 @dataclass
@@ -20,6 +36,8 @@ class RecheckContext:
     # This period's one read of the engine's /metrics, shared by every re-check (the sentinel sets it each
     # period); None reads it afresh.
     scrape: Callable[[], list] | None = None
+    # Shared by every context of one sentinel: what the sentinel's own probes sent (None: nothing is noted).
+    own_traffic: OwnTraffic | None = None
 
     @property
     def want(self) -> dict:

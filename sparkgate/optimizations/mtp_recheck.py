@@ -23,6 +23,7 @@ The sentinel calls `start` after each full verification and `rechecks` every per
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass
@@ -166,6 +167,22 @@ def start(ctx: RecheckContext) -> None:
                      last_probe_at=time.monotonic())
 
 
+def _leave_out_own_traffic(ctx: RecheckContext) -> None:
+    """After the sentinel's own answer probe, the window and the "served since the last probe" mark start from the
+    counters read right after it: its verify calls are not client traffic, and must not trigger a probe of their
+    own ("idle after client traffic") nor enter the window judged for collapse."""
+    own, state = ctx.own_traffic, ctx.state
+    if own is None or own.seq == state.get("own_traffic_seen", 0):
+        return
+    state["own_traffic_seen"] = own.seq
+    after = counters_of(own.samples) if own.samples is not None else None
+    if after is None:
+        return
+    state["window_start"] = state["last_probe_counters"] = after
+    with contextlib.suppress(activity_mod.ActivityUnreadable):
+        state["previous_activity"] = activity_mod.read(own.samples)
+
+
 def rechecks(ctx: RecheckContext) -> list[CheckResult]:
     """MTP acceptance after admission, without judging client traffic against the greedy floor."""
     state = ctx.state
@@ -178,6 +195,7 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
     if now is None or now_activity is None:
         return [counters_missing(floor)]
     results: list[CheckResult] = [counters_read(now)]
+    _leave_out_own_traffic(ctx)
     start_counters = state.get("window_start") or now
     accept, calls = window_accept(start_counters, now)
     collapsed = looks_collapsed(start_counters, now)

@@ -26,7 +26,7 @@ from pathlib import Path
 from sparkgate.evidence import answers, host_memory, logs, stall
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.gather import gather
-from sparkgate.evidence.recheck import PeriodScrape, RecheckContext
+from sparkgate.evidence.recheck import OwnTraffic, PeriodScrape, RecheckContext
 from sparkgate.evidence.recording import Recording, RecordingClient
 from sparkgate.evidence.results import CheckResult, Verdict, checked, failed
 from sparkgate.evidence.verify import rechecked, run_checks, verify
@@ -85,12 +85,16 @@ class Sentinel:
         self.refused_in_a_row = 0
         self.next_full_at = 0.0  # monotonic time before which a refused engine is not verified again
         # One context per requested optimization: its own re-checks and their memory between periods.
+        # What the sentinel's own answer probes send, so acceptance re-checks do not take it for client traffic.
+        self.own_traffic = OwnTraffic()
         self.module_contexts = {
-            key: RecheckContext(key, self.quick_client, config.period_s, self.expectations)
+            key: RecheckContext(key, self.quick_client, config.period_s, self.expectations,
+                                own_traffic=self.own_traffic)
             for key in REGISTRY if key in self.expectations.get("requested", [])
         }
         # Every profile: one question of the answer set at a time, when the engine is idle.
-        self.answers_context = RecheckContext("answers", self.quick_client, config.period_s, self.expectations)
+        self.answers_context = RecheckContext("answers", self.quick_client, config.period_s, self.expectations,
+                                              own_traffic=self.own_traffic)
         self.host_context = RecheckContext("host", self.quick_client, config.period_s, self.expectations)
         # Every profile: requests running while no token is made (evidence/stall.py).
         self.stall_context = RecheckContext("stall", self.quick_client, config.period_s, self.expectations)

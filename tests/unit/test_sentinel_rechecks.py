@@ -143,6 +143,26 @@ def test_idle_engine_is_probed_only_when_due(make_sentinel, monkeypatch):
     assert engine.probes == 1
 
 
+def test_the_sentinels_own_answer_probe_is_not_client_traffic(make_sentinel, monkeypatch):
+    """The answer probe's short reply moves the speculative counters too: noted as the sentinel's own, it triggers
+    no acceptance probe of its own; the same tokens from a client do (the control)."""
+    engine = FakeEngine()
+    sentinel = make_sentinel(engine)
+    clock = [1000.0]
+    monkeypatch.setattr(acceptance.time, "monotonic", lambda: clock[0])
+    sentinel.module_contexts["mtp"].state["last_probe_at"] = clock[0]
+    sentinel.module_rechecks()
+    engine.serve(6, 2.0)
+    sentinel.own_traffic.note(engine)  # what answers.rechecks does right after its question
+    for _ in range(3):
+        sentinel.module_rechecks()
+    assert engine.probes == 0
+    engine.serve(6, 2.0)  # a client's request
+    for _ in range(2):
+        sentinel.module_rechecks()
+    assert engine.probes == 1
+
+
 @pytest.mark.parametrize("break_it", ["metrics_gone", "probe_without_spec_fields"])
 def test_missing_evidence_fails_closed(make_sentinel, break_it):
     engine = FakeEngine()

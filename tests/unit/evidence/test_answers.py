@@ -305,6 +305,18 @@ def test_a_wrong_answer_after_admission_fails_the_probe_with_the_answers_shown(e
     assert probe.observed["expected"] == question.answer and probe.observed["received"] == "1234"
 
 
+@pytest.mark.parametrize("changed", ["{a} {a} {a}", "{a} ✅", "{a}, 7"])
+def test_a_reply_that_changed_since_admission_is_judged_not_only_shown(engine_at, changed):
+    """The admitted reply was the bare answer; the same question later answered with the answer repeated, a
+    symbol spliced in or another number appended closes the gate (the judge's contract, not a text diff)."""
+    question = SET.questions[1]
+    engine = ScriptedEngine({question.id: changed.format(a=question.answer)})
+    ctx = context(engine_at(engine))
+    ctx.state["last_probe_at"] = 0.0
+    [probe] = answers.rechecks(ctx)
+    assert not probe.passed and not probe.observed["same_text_as_admission"]
+
+
 def test_probes_without_an_answer_in_time_are_skipped_until_too_many_in_a_row(engine_at, monkeypatch):
     ctx = context(engine_at(ScriptedEngine()))
 
