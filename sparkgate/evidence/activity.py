@@ -4,11 +4,16 @@
   bumps it on every forward pass (scheduler_components/metrics_reporter.py `report_decode_stats` ->
   `increment_realtime_tokens`), unlike `sglang:generation_tokens_total`, which moves only when a request
   finishes and so stands still through a long healthy stream;
+- decode progress: the same counter's `mode="decode"` child alone. SGLang's own `GET /health` runs a one-token
+  generation on an idle engine (http_server.py `health_generate`): its prefill moves the counter by one token per
+  call (seen on the real 0.5.23, tests/real/test_stall_evidence.py) but never decodes. The sentinel and Docker's
+  healthcheck call it every few seconds, so idleness reads decode progress: any client request of more than one
+  token decodes;
 - work: `sglang:num_running_reqs` + `sglang:num_queue_reqs`, SGLang's gauges, published at each prefill, every
   `--decode-log-interval` decode passes (default 40) and when the scheduler goes idle.
 
 Idle (a probe may be sent without making a client queue behind it at batch 1): no work published and no
-token made over the whole last period.
+token decoded over the whole last period.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.sglang import conformance as C
 
 PROGRESS = C.metric("realtime_tokens")
+DECODE_MODE = C.string_("realtime_mode_decode")  # the `mode` label value of decode passes
 RUNNING = C.metric("num_running_reqs")
 QUEUED = C.metric("num_queue_reqs")
 
@@ -31,6 +37,7 @@ class Activity:
     progress_tokens: float  # sglang:realtime_tokens_total over every mode
     running: float
     queued: float
+    decode_tokens: float = 0.0  # its mode="decode" child (absent until the first decode pass: 0)
 
     @property
     def busy(self) -> bool:
@@ -47,7 +54,8 @@ def read(samples: list) -> Activity:
     missing = [name for name, value in values.items() if value is None]
     if missing:
         raise ActivityUnreadable(f"no {', '.join(missing)} in /metrics")
-    return Activity(values[PROGRESS], values[RUNNING], values[QUEUED])
+    decoded = metrics_mod.total(samples, PROGRESS, mode=DECODE_MODE)
+    return Activity(values[PROGRESS], values[RUNNING], values[QUEUED], decoded or 0.0)
 
 
 def fresh(client: EngineClient) -> Activity | None:
@@ -60,5 +68,6 @@ def fresh(client: EngineClient) -> Activity | None:
 
 
 def idle(previous: Activity | None, now: Activity) -> bool:
-    """Idle over the period between two readings: nothing published as running or queued, no token made."""
-    return previous is not None and not now.busy and now.progress_tokens == previous.progress_tokens
+    """Idle over the period between two readings: nothing published as running or queued, no token decoded (the
+    one-token prefills of GET /health do not count)."""
+    return previous is not None and not now.busy and now.decode_tokens == previous.decode_tokens

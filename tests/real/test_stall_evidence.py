@@ -96,6 +96,22 @@ def test_a_long_real_stream_never_trips_the_watch_and_the_gauges_return_to_idle(
         time.sleep(PERIOD_S)
 
 
+def test_the_health_endpoints_generation_leaves_the_idleness_reading_idle(dense_engine):
+    """SGLang's GET /health generates one token on an idle engine (http_server.py health_generate), and the sentinel
+    and Docker's healthcheck call it every few seconds: the idleness every after-admission probe waits for
+    (activity.idle: no work published, sglang:realtime_tokens_total unmoved) must still be read as idle, or a
+    probe would never find the engine idle. SGLang leaves health-check batches out of its step counters."""
+    url = dense_engine.url
+    client = EngineClient(url, timeout=30.0)
+    client.post_json("/generate", {"text": "warm", "sampling_params": {"max_new_tokens": 2}}, timeout=60)
+    time.sleep(1.0)
+    before = reading(url)
+    for _ in range(3):
+        assert client.status("/health") == 200
+    after = reading(url)
+    assert activity.idle(before, after), (before, after)
+
+
 def test_a_frozen_real_scheduler_is_caught_as_stalled_with_its_counters(dense_engine):
     thread, outcome = stream_in_background(dense_engine.url, 600)
     # Running as SGLang publishes it: after the first decode-log interval (40 decode passes by default).

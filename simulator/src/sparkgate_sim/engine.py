@@ -669,6 +669,14 @@ class Engine:
         self.decode_stats_at = time.monotonic()
         self.window = DecodeWindow()
 
+    def health_generate(self) -> None:
+        """SGLang's GET /health on an idle engine generates one token from input [0] (http_server.py
+        health_generate): its prefill counts one realtime token; it never decodes. A busy engine skips it."""
+        with self._lock:
+            busy = self.running or self.queued
+        if not busy:
+            self.count_realtime_tokens(REALTIME_PREFILL_COMPUTE, 1)
+
     def count_realtime_tokens(self, mode: str, tokens: int) -> None:
         """increment_realtime_tokens: a zero delta adds nothing (no child for that mode)."""
         if self.metrics is None or not tokens:

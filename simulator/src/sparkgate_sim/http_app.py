@@ -166,7 +166,10 @@ class SimHandler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------------ native routes
     def health(self) -> None:
-        self._send(200 if self.engine.is_ready() else 503)
+        ready = self.engine.is_ready()
+        if ready and self.path.split("?")[0] in ("/health", "/health_generate"):
+            self.engine.health_generate()
+        self._send(200 if ready else 503)
 
     def flush_cache(self) -> None:
         self._require_ready()

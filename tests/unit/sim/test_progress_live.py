@@ -78,13 +78,15 @@ def wait_for(sim, condition, timeout: float = 20.0) -> dict:
 
 def test_the_progress_series_exist_at_ready_with_sglangs_labels(start_profile):
     sim = start_profile("baseline")
+    idle_prefill = read(sim)["prefill"]  # the warmup's, and one per /health the start polled
     families = {f.name: f for f in text_string_to_metric_families(sim.metrics())}
     realtime = families[REALTIME.removesuffix("_total")]
     assert realtime.type == "counter"
     # The warmup request went through the scheduler: its prefill and its 7 decode tokens are counted. No prefix
     # cache is modelled, so `prefill_cache` (a zero delta adds no child) never shows.
-    assert {s.labels["mode"]: s.value for s in realtime.samples} == {"prefill_compute": WARMUP_PREFILL,
-                                                                     "decode": WARMUP_DECODE}
+    modes = {s.labels["mode"]: s.value for s in realtime.samples}
+    assert set(modes) == {"prefill_compute", "decode"} and modes["decode"] == WARMUP_DECODE
+    assert modes["prefill_compute"] == idle_prefill >= WARMUP_PREFILL
     assert all(set(s.labels) == SCHEDULER_LABELS | {"mode"} for s in realtime.samples)
     for name in (RUNNING, QUEUED):
         (sample,) = families[name].samples
@@ -93,6 +95,7 @@ def test_the_progress_series_exist_at_ready_with_sglangs_labels(start_profile):
 
 def test_a_long_stream_moves_the_counter_and_publishes_running_after_the_first_decode_log(start_profile):
     sim = start_profile("baseline", QUICK_START, scale=0.1)  # 400 tokens: about 1 s of wall time
+    idle_prefill = read(sim)["prefill"]  # the warmup's, and one per /health the start polled
     before = read(sim)
     assert (before["decode"], before["running"], before["queued"], before["generated"]) == (WARMUP_DECODE, 0, 0, None)
     stream = Stream(sim)
@@ -117,7 +120,7 @@ def test_a_long_stream_moves_the_counter_and_publishes_running_after_the_first_d
 
     # At the end: every token counted once, and the idle scheduler published the empty batch at once.
     assert after["decode"] == WARMUP_DECODE + TOKENS - 1  # the first token is the prefill's
-    assert after["prefill"] == WARMUP_PREFILL + meta["prompt_tokens"]
+    assert after["prefill"] == idle_prefill + meta["prompt_tokens"]
     assert (after["running"], after["queued"], after["generated"]) == (0, 0, TOKENS)
     assert metric_total(sim.metrics(), "sglang:gen_throughput") == 0  # the idle publish zeroes it too
 
@@ -125,13 +128,14 @@ def test_a_long_stream_moves_the_counter_and_publishes_running_after_the_first_d
 def test_the_prefill_report_publishes_running_zero_on_an_idle_engine(start_sim):
     argv, env = profile_launch("baseline")
     sim = start_sim(argv + ["--decode-log-interval", "1000"], {**env, **QUICK_START}, scale=0.1)  # no decode-log report in the request
+    idle_prefill = read(sim)["prefill"]  # the warmup's, and one per /health the start polled
     stream = Stream(sim, max_new_tokens=200)
     stream.start()
     # The prefill report counted the prompt; while the request decodes, the gauges hold what it published.
-    reading = wait_for(sim, lambda r: r["prefill"] > WARMUP_PREFILL and r["decode"] > WARMUP_DECODE)
+    reading = wait_for(sim, lambda r: r["prefill"] > idle_prefill and r["decode"] > WARMUP_DECODE)
     stream.join()
     prompt_tokens = stream.final_meta()["prompt_tokens"]
-    assert reading["prefill"] == WARMUP_PREFILL + prompt_tokens
+    assert reading["prefill"] == idle_prefill + prompt_tokens
     assert reading["decode"] < WARMUP_DECODE + 199  # read mid-stream
     assert (reading["running"], reading["queued"]) == (0, 0)
     text = sim.metrics()
@@ -143,6 +147,7 @@ def test_the_prefill_report_publishes_running_zero_on_an_idle_engine(start_sim):
 
 def test_a_queued_request_shows_in_the_decode_log_gauges_then_its_prefill_publishes_the_empty_batch(start_profile):
     sim = start_profile("baseline", QUICK_START, scale=0.5)
+    idle_prefill = read(sim)["prefill"]  # the warmup's, and one per /health the start polled
     first = Stream(sim, max_new_tokens=85)  # decode iterations 1-84: reports at 40 and 80
     first.start()
     started = wait_for(sim, lambda r: r["decode"] > WARMUP_DECODE + 5)
@@ -161,7 +166,7 @@ def test_a_queued_request_shows_in_the_decode_log_gauges_then_its_prefill_publis
     second.join()
     after = read(sim)
     assert (after["running"], after["queued"]) == (0, 0)
-    assert after["prefill"] == WARMUP_PREFILL + first.final_meta()["prompt_tokens"] + second.final_meta()["prompt_tokens"]
+    assert after["prefill"] == idle_prefill + first.final_meta()["prompt_tokens"] + second.final_meta()["prompt_tokens"]
 
 
 def test_decode_stall_stops_the_stream_and_the_counter_while_health_answers(start_profile):
@@ -248,3 +253,14 @@ def test_decode_stall_is_a_runtime_fault_without_a_parameter():
     assert faults.DECODE_STALL in faults.RUNTIME and faults.DECODE_STALL not in faults.LOAD_TIME
     with pytest.raises(faults.FaultSpecError, match="takes no parameter"):
         faults.parse_fault("decode-stall:5")
+
+
+def test_health_on_an_idle_engine_prefills_one_token_and_never_decodes(start_profile):
+    """As SGLang 0.5.23's GET /health does (http_server.py health_generate: input [0], one new token; seen on the
+    real engine in tests/real/test_stall_evidence.py): the prefill counter moves by one per call, decode never."""
+    sim = start_profile("baseline")
+    before = read(sim)
+    for _ in range(3):
+        assert sim.get("/health").status == 200
+    after = read(sim)
+    assert after["prefill"] == before["prefill"] + 3 and after["decode"] == before["decode"]
