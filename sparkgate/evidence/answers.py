@@ -298,7 +298,8 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
     request may have arrived meanwhile; MAX_SKIPPED_PROBES in a row fail."""
     state = ctx.state
     try:
-        now = activity_mod.read(ctx.metrics())
+        samples = ctx.metrics()
+        now = activity_mod.read(samples)
     except (EngineUnreachable, activity_mod.ActivityUnreadable) as exc:
         return [failed("sentinel.answer_probe", str(exc), f"{activity_mod.PROGRESS} and the request gauges in "
                        "/metrics", "GET /metrics", "the engine's /metrics lost its progress counter (restart, or "
@@ -319,10 +320,11 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
     question = answer_set.by_id(rotation[state.get("next_index", 0) % len(rotation)])
     state["next_index"] = state.get("next_index", 0) + 1
     scale = float(ctx.expectations.get("time_scale") or 1.0)
+    before = samples
     reply = ask(ctx.client, ctx.expectations["engine"]["served_model_name"], answer_set, question, scale,
                 timeout_s=max(2.0, ctx.period_s))  # a re-check finishes inside about one period
     if ctx.own_traffic is not None:
-        ctx.own_traffic.note(ctx.client)  # this request is the sentinel's, not a client's (mtp_recheck.py)
+        ctx.own_traffic.note(ctx.client, before)  # this request is the sentinel's, not a client's (mtp_recheck.py)
     state.update(last_probe_at=time.monotonic(), previous_activity=activity_mod.fresh(ctx.client))
     observed = {**reply.shown(), "question_id": reply.id,
                 "same_text_as_admission": reply.text == state["admitted_texts"].get(reply.id)}

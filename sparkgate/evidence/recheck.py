@@ -11,17 +11,20 @@ from sparkgate.evidence.client import EngineClient, EngineUnreachable
 
 class OwnTraffic:
     """Requests the sentinel itself sent after admission (the answer probe), each noted with the engine's /metrics
-    read right after it: a re-check that tells client traffic from quiet (MTP's acceptance) leaves them out."""
+    read before and right after it: a re-check that tells client traffic from quiet (MTP's acceptance) takes the
+    difference out of what it counts as served."""
 
     def __init__(self) -> None:
         self.seq = 0
-        self.samples: list | None = None
+        self.before: list | None = None
+        self.after: list | None = None
 
-    def note(self, client: EngineClient) -> None:
+    def note(self, client: EngineClient, before: list | None) -> None:
         try:
-            self.samples = metrics_mod.parse(client.get_text("/metrics"))
+            self.after = metrics_mod.parse(client.get_text("/metrics"))
         except EngineUnreachable:
-            self.samples = None
+            self.after = None
+        self.before = before
         self.seq += 1
 
 

@@ -23,7 +23,6 @@ The sentinel calls `start` after each full verification and `rechecks` every per
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from dataclasses import dataclass
@@ -168,19 +167,22 @@ def start(ctx: RecheckContext) -> None:
 
 
 def _leave_out_own_traffic(ctx: RecheckContext) -> None:
-    """After the sentinel's own answer probe, the window and the "served since the last probe" mark start from the
-    counters read right after it: its verify calls are not client traffic, and must not trigger a probe of their
-    own ("idle after client traffic") nor enter the window judged for collapse."""
+    """The sentinel's own answer probe moved the speculative counters too: its tokens and verify calls (the counters
+    right after it minus right before it) are added to the window's start and to the "served since the last probe"
+    mark, so they neither trigger a probe of their own ("idle after client traffic") nor enter the window judged for
+    collapse. Client traffic on either side of it still counts: only the probe's own difference is taken out."""
     own, state = ctx.own_traffic, ctx.state
     if own is None or own.seq == state.get("own_traffic_seen", 0):
         return
     state["own_traffic_seen"] = own.seq
-    after = counters_of(own.samples) if own.samples is not None else None
-    if after is None:
+    before = counters_of(own.before) if own.before is not None else None
+    after = counters_of(own.after) if own.after is not None else None
+    if before is None or after is None or after.tokens < before.tokens or after.verifies < before.verifies:
         return
-    state["window_start"] = state["last_probe_counters"] = after
-    with contextlib.suppress(activity_mod.ActivityUnreadable):
-        state["previous_activity"] = activity_mod.read(own.samples)
+    for key in ("window_start", "last_probe_counters"):
+        mark = state.get(key)
+        if mark is not None:
+            state[key] = Counters(mark.tokens + after.tokens - before.tokens, mark.verifies + after.verifies - before.verifies)
 
 
 def rechecks(ctx: RecheckContext) -> list[CheckResult]:

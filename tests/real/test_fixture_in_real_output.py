@@ -96,9 +96,13 @@ NOT_ON_CPU_STRINGS = {
 }
 
 
+# Fixture strings that are label values of a metric the engine serves: key -> the metric (asserted below).
+METRIC_LABEL_VALUES = {"realtime_mode_decode": ("realtime_tokens", "mode")}
+
+
 def test_every_string_of_the_fixture_is_classified():
     asserted = {*SERVER_INFO_FIELDS, *INTERNAL_STATE_FIELDS, *MODEL_INFO_FIELDS, *META_FIELDS, *SPEC_META_FIELDS,
-                *SERVED_VALUES}
+                *SERVED_VALUES, *METRIC_LABEL_VALUES}
     assert asserted | set(NOT_ON_CPU_STRINGS) == set(C.fixture()["strings"])
     assert not asserted & set(NOT_ON_CPU_STRINGS)
 
@@ -125,6 +129,13 @@ def outputs(real_engines, dense_launch, nextn_launch) -> dict[str, dict]:
             "meta": [g["meta_info"] for g in seen.generate],
         }
     return collected
+
+
+@pytest.mark.parametrize("key", sorted(METRIC_LABEL_VALUES))
+def test_metric_label_value_is_served_by_the_real_engine(outputs, key):
+    metric, label = METRIC_LABEL_VALUES[key]
+    values = {labels.get(label) for name, labels, _ in outputs["dense"]["metrics"] if name == C.metric(metric)}
+    assert C.string_(key) in values, values
 
 
 @pytest.mark.parametrize("key", sorted(EMITTED_LOG_FORMATS))

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from sparkgate.evidence import metrics as metrics_mod
 from sparkgate.evidence.client import EngineUnreachable
 from sparkgate.evidence.gather import Evidence
 from sparkgate.optimizations import mtp_recheck as acceptance
@@ -152,8 +153,9 @@ def test_the_sentinels_own_answer_probe_is_not_client_traffic(make_sentinel, mon
     monkeypatch.setattr(acceptance.time, "monotonic", lambda: clock[0])
     sentinel.module_contexts["mtp"].state["last_probe_at"] = clock[0]
     sentinel.module_rechecks()
+    before = metrics_mod.parse(engine.get_text("/metrics"))
     engine.serve(6, 2.0)
-    sentinel.own_traffic.note(engine)  # what answers.rechecks does right after its question
+    sentinel.own_traffic.note(engine, before)  # what answers.rechecks does around its question
     for _ in range(3):
         sentinel.module_rechecks()
     assert engine.probes == 0
