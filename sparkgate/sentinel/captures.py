@@ -47,12 +47,12 @@ class CaptureStore:
             self.directory.mkdir(parents=True, exist_ok=True)
             # A log that escapes to more JSON than a capture may hold (quotes, control characters) is cut further:
             # what the sentinel keeps must read back whole.
+            argv, env = self._bundle("argv.json", []), self._bundle("engine-env.json", {})
+            image, hosts = self._image(expectations), [capture.host_facts("sentinel", self.meminfo_path)]
             for keep in (capture.LOG_KEEP_BYTES, capture.LOG_KEEP_BYTES // 4, capture.LOG_KEEP_BYTES // 64):
                 made = capture.make(
-                    recording, profile=str(expectations.get("profile")), argv=self._bundle("argv.json", []),
-                    engine_env=self._bundle("engine-env.json", {}), image=self._image(expectations),
-                    hosts=[capture.host_facts("sentinel", self.meminfo_path)], suites=suites, secrets=secrets,
-                    log_keep=keep)
+                    recording, profile=str(expectations.get("profile")), argv=argv, engine_env=env, image=image,
+                    hosts=hosts, suites=suites, secrets=secrets, log_keep=keep)
                 capture.write(made, self.directory / LAST, secrets)
                 try:
                     capture.read(self.directory / LAST)
