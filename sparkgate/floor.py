@@ -69,7 +69,8 @@ def recorded_baseline_tok_s(target: str) -> float | None:
 
 def recorded_baseline_answers(target: str) -> dict | None:
     """The baseline engine's answers recorded with the floor of `target`: answer set version, its exact replies
-    to the questions it answered right (`texts`) and how each reply was read (`read_as`)."""
+    to the questions it answered right (`texts`) with their per-token log-probabilities (`logprobs`), and how each
+    reply was read (`read_as`)."""
     entry = recorded_floor(target)
     answers = entry.get("answers") if entry else None
     return answers if isinstance(answers, dict) and isinstance(answers.get("texts"), dict) else None

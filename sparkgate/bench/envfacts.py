@@ -56,7 +56,7 @@ def gate_facts(url: str, api_key: str | None) -> dict | None:
         "full_runs": verdict.get("full_runs"),
         "rechecks": verdict.get("rechecks"),
         # How the verified engine read each question of the answer set (a baseline floor keeps them).
-        "answers": {key: answers.get(key) for key in ("set_version", "read_as", "texts")} if answers else None,
+        "answers": {key: answers.get(key) for key in ("set_version", "read_as", "texts", "logprobs")} if answers else None,
     }
 
 

@@ -3,8 +3,11 @@
 
 Speed at unchanged accuracy is the point of the stack, and engaged kernels can emit garbage at full speed
 (a spliced token, a garbled cold prefill, a wrong MoE path). So the gate asks questions whose answers a
-healthy model cannot miss: integer arithmetic, unit conversions, short facts, and a counting list long
-enough to span many decode (or verify) steps. The set's version goes into every verdict; a change of
+healthy model cannot miss: integer arithmetic, unit conversions, short facts, a counting list long
+enough to span many decode (or verify) steps, and questions that reach past one KV page: a planted fact
+retrieved from a 4 KB register (asked twice, early and late in it, so the second prefill reuses the first's
+cached pages), a multi-turn exchange whose answer depends on the earlier turn, and word problems whose answers
+take several steps. The set's version goes into every verdict; a change of
 questions, answers or thresholds is a new file and a new version, never an edit in place.
 
 Judging follows a written contract (sparkgate/evidence/judge.py, docs/checks/answers.md): the answer stated once in
@@ -24,17 +27,41 @@ from pydantic import Field
 from sparkgate.evidence import judge as judge_mod
 from sparkgate.frozen import Frozen
 
-SET_VERSION = 1
+SET_VERSION = 2
 _DATA = f"data/answer-set-{SET_VERSION}.json"
 Kind = Literal["integer", "word", "integer_list"]
+# A document is asked about in the same user message, ahead of the question: long enough to span many KV pages
+# (64 tokens each on a Spark), short enough that its prefill stays a fraction of a second there.
+MAX_DOCUMENT_CHARS = 8000
+_ID = r"^[a-z0-9][a-z0-9-]{0,40}$"
+
+
+class Turn(Frozen):
+    """An earlier turn of a multi-turn exchange, sent as it is (the assistant's turn too)."""
+
+    role: Literal["user", "assistant"]
+    content: Annotated[str, Field(min_length=1, max_length=300)]
 
 
 class Question(Frozen):
-    id: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,40}$")]
+    id: Annotated[str, Field(pattern=_ID)]
     prompt: Annotated[str, Field(min_length=1, max_length=300)]
     kind: Kind
     answer: Annotated[str, Field(min_length=1, max_length=400)]
     max_tokens: Annotated[int, Field(ge=1, le=256)] = 32
+    document: Annotated[str | None, Field(pattern=_ID)] = None  # an id of the set's documents
+    history: Annotated[tuple[Turn, ...], Field(max_length=6)] = ()  # user, assistant, ... before this question
+
+    @property
+    def judged_text(self) -> str:
+        """What the judge reads as the question: the earlier turns and the question (never the document: its
+        hundred distractor numbers would all pass as the question's own)."""
+        return " ".join([*(turn.content for turn in self.history), self.prompt])
+
+    @property
+    def short(self) -> bool:
+        """A question of its own (no document, no earlier turns): what the sentinel asks after admission."""
+        return self.document is None and not self.history
 
 
 class AnswerSet(Frozen):
@@ -42,11 +69,19 @@ class AnswerSet(Frozen):
     instruction: Annotated[str, Field(min_length=1, max_length=200)]
     max_wrong: Annotated[int, Field(ge=0, le=3)]
     baseline_agreement_min: Annotated[float, Field(gt=0.0, le=1.0)]
+    # Documents by id, line by line (sent joined by newlines).
+    documents: dict[Annotated[str, Field(pattern=_ID)],
+                    Annotated[tuple[Annotated[str, Field(min_length=1, max_length=200)], ...], Field(min_length=1)]] = {}
     repeat: Question  # asked first (cold) and again last (warm): greedy must give the same tokens
     questions: Annotated[tuple[Question, ...], Field(min_length=4, max_length=32)]
 
-    def message(self, question: Question) -> str:
-        return f"{question.prompt} {self.instruction}"
+    def messages(self, question: Question) -> list[dict]:
+        """The chat messages of one question: its earlier turns, then one user message with the document (if
+        any) ahead of the question and the set's instruction."""
+        last = f"{question.prompt} {self.instruction}"
+        if question.document is not None:
+            last = "\n".join(self.documents[question.document]) + f"\n\n{last}"
+        return [*({"role": t.role, "content": t.content} for t in question.history), {"role": "user", "content": last}]
 
     def every_question(self) -> tuple[Question, ...]:
         return (self.repeat, *self.questions)
@@ -64,7 +99,14 @@ def load() -> AnswerSet:
     ids = [q.id for q in answer_set.every_question()]
     if len(set(ids)) != len(ids):
         raise ValueError(f"sparkgate/evidence/{_DATA}: question ids repeat")
+    for name, lines in answer_set.documents.items():
+        if sum(len(line) + 1 for line in lines) > MAX_DOCUMENT_CHARS:
+            raise ValueError(f"sparkgate/evidence/{_DATA}: document {name!r} is over {MAX_DOCUMENT_CHARS} characters")
     for question in answer_set.every_question():
+        if question.document is not None and question.document not in answer_set.documents:
+            raise ValueError(f"sparkgate/evidence/{_DATA}: {question.id}: no document {question.document!r}")
+        if [t.role for t in question.history] != ["user", "assistant"] * (len(question.history) // 2):
+            raise ValueError(f"sparkgate/evidence/{_DATA}: {question.id}: history must alternate user, assistant")
         if not judge(question, question.answer):
             raise ValueError(f"sparkgate/evidence/{_DATA}: {question.id}: its own answer does not judge right")
     return answer_set
@@ -75,10 +117,10 @@ def read(question: Question, reply: str) -> tuple[bool, str | None]:
     result position, no other candidate, only allowed words, no symbols. What was read is the answer when right,
     else what the reply stated (its numbers, or its first word)."""
     if question.kind == "integer":
-        return judge_mod.read_integer(question.prompt, question.answer, reply)
+        return judge_mod.read_integer(question.judged_text, question.answer, reply)
     if question.kind == "word":
-        return judge_mod.read_word(question.prompt, question.answer, reply)
-    return judge_mod.read_integer_list(question.prompt, question.answer, reply)
+        return judge_mod.read_word(question.judged_text, question.answer, reply)
+    return judge_mod.read_integer_list(question.judged_text, question.answer, reply)
 
 
 def judge(question: Question, reply: str) -> bool:

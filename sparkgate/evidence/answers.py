@@ -10,8 +10,12 @@ Asked through the chat route a client uses (`POST /v1/chat/completions`), temper
 3. the `repeat` question again, now warm: greedy decoding (speculative included, which is lossless at
    temperature 0) must give the same text: `answers.greedy_repeatable`;
 4. with a baseline recorded on this host (`invoke bench --profile baseline --record-floor` keeps the
-   baseline verdict's answers), a stacked profile's answers must agree with the baseline's on at least the
-   set's `baseline_agreement_min` share: `answers.baseline_agreement`.
+   baseline verdict's answers with their per-token log-probabilities), a stacked profile's replies must agree
+   with the baseline's on at least the set's `baseline_agreement_min` share: `answers.baseline_agreement`.
+   Agreement is read from the log-probabilities each reply carries (`logprobs`, `top_logprobs: 2`), not from
+   exact text: the same tokens within TOKEN_TOLERANCE_NATS of the baseline's log-probability each, or a reply
+   that leaves the baseline's tokens only where the baseline's top two candidates were within NEAR_TIE_NATS
+   (a near-tie the FP8 head or speculation may move) and is still judged right.
 
 After admission the sentinel asks one question at a time, rotating through the set, on the same idle rule
 as the MTP acceptance probe: `sentinel.answer_probe` (see `start_rechecks` / `rechecks`).
@@ -53,6 +57,45 @@ MAX_SKIPPED_PROBES = 3
 PROBE_EVERY_PERIODS = 6
 GENERATION_TOKENS = C.metric("generation_tokens")
 SHOWN_CHARS = 120
+# Each reply comes with its tokens' log-probabilities and the runner-up's (serving_chat.py: logprobs,
+# top_logprobs), what baseline agreement compares.
+WITH_LOGPROBS = {"logprobs": True, "top_logprobs": 2}
+# Baseline agreement (docs/checks/answers.md). A healthy stacked engine gives each baseline token nearly the
+# baseline's probability: FP8 rounding of the head's weights moves a logit by hundredths, so a log-probability by
+# well under 0.5 nats (a factor 1.65); kernels that compute wrongly move it by whole nats (a right token's -0.01
+# becomes -3 or worse), and a mis-scaled head moves every token's while greedy text stays the same. A reply may
+# leave the baseline's tokens only where the baseline's top two were within NEAR_TIE_NATS.
+TOKEN_TOLERANCE_NATS = 0.5
+NEAR_TIE_NATS = 0.5
+MAX_LOGPROB_TOKENS = 512
+
+
+class LogprobsUnreadable(ValueError):
+    pass
+
+
+def read_logprobs(choice: dict) -> list[list]:
+    """[token, logprob, runner-up logprob or None] per generated token, from an OpenAI chat choice's
+    `logprobs.content` (untrusted: every field type-checked, finite, at most 0)."""
+    logprobs = choice.get("logprobs")
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(content, list) or len(content) > MAX_LOGPROB_TOKENS:
+        raise LogprobsUnreadable("no choices[0].logprobs.content list (is `logprobs` honoured by this engine?)")
+    tokens = []
+    for at, item in enumerate(content):
+        token, value = (item.get("token"), item.get("logprob")) if isinstance(item, dict) else (None, None)
+        if not isinstance(token, str) or not _is_logprob(value):
+            raise LogprobsUnreadable(f"logprobs.content[{at}] is not a token with a finite logprob <= 0")
+        top = item.get("top_logprobs")
+        others = [t.get("logprob") for t in top if isinstance(t, dict) and t.get("token") != token] \
+            if isinstance(top, list) else []
+        runner_up = max((v for v in others if _is_logprob(v)), default=None)
+        tokens.append([token[:64], round(float(value), 4), None if runner_up is None else round(float(runner_up), 4)])
+    return tokens
+
+
+def _is_logprob(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and -1e4 <= value <= 0.0
 
 
 @dataclass
@@ -64,10 +107,12 @@ class Reply:
     extracted: str | None = None
     correct: bool = False
     completion_tokens: int | None = None
+    prompt_tokens: int | None = None  # the engine's count: how many KV pages the question reached
     finish_reason: str | None = None
     elapsed_s: float | None = None  # engine time
     error: str | None = None
     timed_out: bool = False
+    tokens: list[list] | None = None  # [token, logprob, runner-up logprob] each (read_logprobs)
 
     @property
     def cut(self) -> bool:
@@ -105,7 +150,8 @@ class AnswersResult:
                 # What a baseline record keeps of this verdict (floor.json), by question id: the exact replies
                 # to the questions answered right, and how each reply was read.
                 "read_as": {r.id: r.extracted for r in self.every_reply()},
-                "texts": {r.id: r.text for r in self.every_reply() if r.correct}}
+                "texts": {r.id: r.text for r in self.every_reply() if r.correct},
+                "logprobs": {r.id: r.tokens for r in self.every_reply() if r.correct and r.tokens is not None}}
 
 
 def _clip(text: str) -> str:
@@ -117,8 +163,8 @@ def ask(client: EngineClient, model: str, answers: AnswerSet, question: Question
     """One question through the chat route; the reply judged against the set's answer. `timeout_s` is wall
     time (default: REQUEST_TIMEOUT_S of engine time)."""
     reply = Reply(id=question.id, question=question.prompt, expected=question.answer)
-    body = {"model": model, "messages": [{"role": "user", "content": answers.message(question)}],
-            "temperature": 0, "max_tokens": question.max_tokens, "stream": False, **RAW_ANSWER}
+    body = {"model": model, "messages": answers.messages(question),
+            "temperature": 0, "max_tokens": question.max_tokens, "stream": False, **RAW_ANSWER, **WITH_LOGPROBS}
     started = client.clock()
     try:
         response = client.post_json(CHAT_ROUTE, body, timeout=timeout_s or max(5.0, REQUEST_TIMEOUT_S * scale))
@@ -140,8 +186,13 @@ def ask(client: EngineClient, model: str, answers: AnswerSet, question: Question
     reply.text = content
     reply.finish_reason = choice.get("finish_reason") if isinstance(choice, dict) else None
     usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
-    tokens = usage.get("completion_tokens")
+    tokens, prompt_tokens = usage.get("completion_tokens"), usage.get("prompt_tokens")
     reply.completion_tokens = tokens if isinstance(tokens, int) else None
+    reply.prompt_tokens = prompt_tokens if isinstance(prompt_tokens, int) else None
+    try:
+        reply.tokens = read_logprobs(choice)
+    except LogprobsUnreadable:
+        reply.tokens = None  # judged as text still; baseline agreement reports the missing log-probabilities
     reply.correct, reply.extracted = answer_set_mod.read(question, content)
     # A right answer ends by itself: "85 85 85 ..." up to max_tokens is decode garbage after a right first token.
     reply.correct = reply.correct and reply.finish_reason == "stop"
@@ -249,30 +300,69 @@ def _repeatable(answers: AnswersResult, source: str) -> CheckResult:
     )
 
 
+def agreement(ours: list[list] | None, baseline: list[list] | None, right: bool) -> dict:
+    """One reply against the baseline's reply to the same question, by their tokens' log-probabilities
+    (module doc): {"agrees": bool, "how": why, in words}."""
+    if not ours or not baseline:
+        return {"agrees": False, "how": "no log-probabilities " + ("in this reply" if not ours else "recorded")}
+    worst, worst_at = 0.0, None
+    for at, (mine, theirs) in enumerate(zip(ours, baseline, strict=False)):
+        if mine[0] != theirs[0]:
+            margin = None if theirs[2] is None else theirs[1] - theirs[2]
+            near_tie = margin is not None and margin <= NEAR_TIE_NATS
+            how = (f"left the baseline's tokens at token {at} ({mine[0]!r} for {theirs[0]!r}), where the baseline's "
+                   f"top two were {'?' if margin is None else round(margin, 3)} nats apart")
+            if near_tie and not right:
+                how += ", and the reply is wrong"
+            return {"agrees": near_tie and right and worst <= TOKEN_TOLERANCE_NATS, "how": how,
+                    "max_delta_nats": round(worst, 3)}
+        delta = abs(mine[1] - theirs[1])
+        if delta > worst:
+            worst, worst_at = delta, at
+    if len(ours) != len(baseline):
+        return {"agrees": False, "how": f"{len(ours)} tokens where the baseline has {len(baseline)}, same prefix"}
+    how = f"same {len(ours)} tokens, max |delta logprob| {round(worst, 3)} nats"
+    if worst_at is not None and worst > TOKEN_TOLERANCE_NATS:
+        how += f" at token {worst_at} ({ours[worst_at][0]!r}: {ours[worst_at][1]} vs {baseline[worst_at][1]})"
+    return {"agrees": worst <= TOKEN_TOLERANCE_NATS, "how": how, "max_delta_nats": round(worst, 3)}
+
+
 def _agreement(answers: AnswersResult, answer_set: AnswerSet, baseline: dict, source: str) -> CheckResult:
-    """The exact replies, question by question, against the baseline engine's right replies on this host:
-    greedy decoding of the same prompt, so a healthy stack mostly writes the very same text."""
-    recorded = baseline.get("texts") if isinstance(baseline.get("texts"), dict) else {}
-    ours = {r.id: r.text for r in answers.every_reply()}
-    shared = [qid for qid in recorded if qid in ours and isinstance(recorded[qid], str)]
-    differing = [{"question": qid, "baseline": _clip(recorded[qid]), "this_profile": _clip(ours[qid] or "")}
-                 for qid in shared if recorded[qid] != ours[qid]]
+    """Each question the baseline engine answered right on this host, against this profile's reply to it: the
+    same prompt, greedy, compared by per-token log-probabilities (module doc)."""
+    recorded = baseline.get("logprobs") if isinstance(baseline.get("logprobs"), dict) else {}
+    ours = {r.id: r for r in answers.every_reply()}
+    shared = [qid for qid in recorded if qid in ours and isinstance(recorded[qid], list)]
+    verdicts = {qid: agreement(ours[qid].tokens, _well_formed(recorded[qid]), ours[qid].correct) for qid in shared}
+    differing = [{"question": qid, **verdicts[qid], "baseline": _clip(str(baseline.get("texts", {}).get(qid, ""))),
+                  "this_profile": _clip(ours[qid].text or "")} for qid in shared if not verdicts[qid]["agrees"]]
     share = (len(shared) - len(differing)) / len(shared) if shared else 0.0
+    worst = max((v.get("max_delta_nats", 0.0) for v in verdicts.values()), default=None)
     observed = {"agree": len(shared) - len(differing), "of": len(shared), "share": round(share, 3),
-                "differing": differing, "baseline_recorded_at": baseline.get("recorded_at")}
+                "max_delta_nats": worst, "differing": differing, "baseline_recorded_at": baseline.get("recorded_at")}
     same_set = baseline.get("set_version") == answers.set_version
     ok = same_set and bool(shared) and share >= answer_set.baseline_agreement_min
-    hint = ("this profile's replies differ from the baseline engine's on this host (same questions, greedy): "
-            + LIKELY_GARBLE)
+    hint = ("this profile's replies are not the baseline engine's on this host (same questions, greedy): where the "
+            "tokens match, their probabilities moved beyond what FP8 rounding does (a mis-scaled FP8 head, kernels "
+            "that compute wrongly); where they differ, the baseline was not torn between two tokens. " + LIKELY_GARBLE)
     if not same_set or not shared:
         hint = (f"the recorded baseline answers are of answer set {baseline.get('set_version')} (this sparkgate asks "
-                f"set {answers.set_version}) or hold no replies: re-record with `invoke bench --profile baseline "
-                "--record-floor`")
+                f"set {answers.set_version}) or hold no log-probabilities: re-record with `invoke bench --profile "
+                "baseline --record-floor`")
     return checked(
         "answers.baseline_agreement", ok, observed,
-        f">= {answer_set.baseline_agreement_min:.0%} of the baseline's right replies, word for word (the FP8 head "
-        "may move a few)", f"{source} vs the baseline verdict recorded with the floor", hint,
+        f">= {answer_set.baseline_agreement_min:.0%} of the baseline's right replies agree: the same tokens, each "
+        f"within {TOKEN_TOLERANCE_NATS} nats of the baseline's log-probability, or leaving them only at a near-tie "
+        f"(top two within {NEAR_TIE_NATS} nats) and still right",
+        f"{source} vs the baseline verdict recorded with the floor", hint,
     )
+
+
+def _well_formed(tokens: list) -> list[list] | None:
+    """A recorded baseline reply's tokens, each [str, logprob, logprob or None]; None when any is not."""
+    ok = all(isinstance(t, list) and len(t) == 3 and isinstance(t[0], str) and _is_logprob(t[1])
+             and (t[2] is None or _is_logprob(t[2])) for t in tokens)
+    return tokens if ok and len(tokens) <= MAX_LOGPROB_TOKENS else None
 
 
 # --- after admission ------------------------------------------------------------------------------------
@@ -280,13 +370,14 @@ def _agreement(answers: AnswersResult, answer_set: AnswerSet, baseline: dict, so
 
 def start_rechecks(ctx: RecheckContext, admitted: dict | None = None) -> None:
     """Right after a full verification, with the answers of its verdict (`AnswersResult.as_dict`): the rotation
-    starts afresh over the short questions that verdict answered right. One it answered wrong (a healthy engine
+    starts afresh over the short questions (no document, no earlier turns: a few tokens of prefill, so a client
+    rarely waits behind one) that verdict answered right. One it answered wrong (a healthy engine
     may phrase one answer in a way the judge does not read) is never asked again, so the probe cannot close a
     gate the verdict opened on the very same reply."""
     texts = (admitted or {}).get("texts") or {}
     ctx.state.update(next_index=0, previous_activity=activity_mod.fresh(ctx.client), last_probe_at=time.monotonic(),
                      skipped=0, admitted_texts=texts,
-                     rotation=[q.id for q in answer_set_mod.load().questions if q.id in texts])
+                     rotation=[q.id for q in answer_set_mod.load().questions if q.short and q.id in texts])
 
 
 def rechecks(ctx: RecheckContext) -> list[CheckResult]:

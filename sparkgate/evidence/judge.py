@@ -42,6 +42,7 @@ MARKERS = frozenset({"is", "are", "was", "were", "=", "equals", "equal", "makes"
 # Connective words a short answer may carry besides the question's own words (documented in docs/checks/answers.md).
 ALLOWED_WORDS = frozenset({
     "a", "an", "the", "it", "its", "they", "that", "this", "there", "here", "so", "then", "sure", "yes", "ok",
+    "you", "your",
     "answer", "result", "total", "equals", "equal", "makes", "gives", "is", "are", "was", "were", "be", "have",
     "has", "contain", "contains",
     "of", "in", "to", "from", "and", "by", "for", "with", "per", "exactly",

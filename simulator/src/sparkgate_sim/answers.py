@@ -18,9 +18,18 @@ the checker) and writes it, one whitespace-separated word per token, then stops 
   (every integer written out; increasing, or decreasing when asked or when the range runs down; at most
   MAX_LIST integers).
 
+- facts it was told: "The parcel code of locker 107 is 17439." anywhere in the text (a register of a hundred
+  such lines ahead of the question) answers "What is the parcel code of locker 107?"; "My locker number is 417."
+  in an earlier turn of the conversation answers "What is my locker number?", and "What is my locker number
+  plus 25?" reads as "What is 417 plus 25?". A fact told twice with two values answers nothing;
+- word problems of a few plain steps, every clause of which it reads: "<someone> has / bakes / buys / travels
+  ..." adds, "sells / gives / eats / uses ..." subtracts, with amounts "45 stickers", "3 packs of 12 stickers
+  each" (3 x 12) or "at 80 kilometers per hour for 3 hours" (80 x 3), a clause without a verb taking the one
+  before it; the last sentence asks "How many ...?". One clause it cannot read and the problem is not answered.
+
 Recognition is strict: each sentence of the text (split at `.`, `?` or `!` before whitespace, never inside
 a number) is matched as a whole against those shapes, so a word problem ("A baker makes 24 rolls per tray
-and bakes 7 trays. ... How many are left?") is no question here, and other sentences (an instruction such
+and bakes 7 trays. ... How many are left?") is no question here unless every clause of it reads as above, and other sentences (an instruction such
 as "Reply with only the answer: no words, no units, no explanation.") are ignored. When several sentences
 are questions, the last one is answered. In a rendered chat prompt only the last user turn counts. A
 prompt that asks for a worked solution is never answered short: one in the GSM8K shape (it starts with a
@@ -77,11 +86,19 @@ _STEP_BY_STEP = re.compile(r"step[ -]by[ -]step", re.IGNORECASE)
 
 def question_text(prompt: str) -> str:
     """Where the question is looked for: the last user turn of a rendered chat prompt, else the prompt."""
+    return conversation(prompt)[0]
+
+
+def conversation(prompt: str) -> tuple[str, str]:
+    """(the last user turn, the turns before it) of a rendered chat prompt; (the prompt, "") otherwise."""
     parts = _ROLE.split(prompt)
-    if len(parts) > 1:  # [before, role, content, role, content, ...]
-        users = [parts[i + 1] for i in range(1, len(parts) - 1, 2) if parts[i] == "user"]
-        prompt = users[-1] if users else ""
-    return _TAGS.sub(" ", prompt)
+    if len(parts) == 1:  # [before, role, content, role, content, ...]
+        return _TAGS.sub(" ", prompt), ""
+    turns = [(parts[i], parts[i + 1]) for i in range(1, len(parts) - 1, 2)]
+    last = max((i for i, (role, _) in enumerate(turns) if role == "user"), default=None)
+    if last is None:
+        return "", ""
+    return _TAGS.sub(" ", turns[last][1]), _TAGS.sub(" ", "\n".join(content for _, content in turns[:last]))
 
 
 def sentences(text: str) -> list[str]:
@@ -99,22 +116,27 @@ def worked_answer_requested(text: str) -> bool:
     return _WORKED_LABEL.match(text) is not None or _STEP_BY_STEP.search(text) is not None
 
 
-def answer(text: str | None) -> Answer | None:
-    """The answer to the last recognised question in `text` (a prompt or a message), or None."""
+def answer(text: str | None, context: str = "") -> Answer | None:
+    """The answer to the last recognised question in `text` (a prompt or a message), or None. `context`: what
+    the conversation told the model before (earlier turns), where facts are looked for too."""
     if not text:
         return None
-    text = question_text(text)
+    text, earlier = conversation(text)
     if worked_answer_requested(text):
         return None
+    told = _Told.read("\n".join(part for part in (context, earlier, text) if part))
     found = None
     for sentence in sentences(text):
         key = _normalize(sentence)
+        result = told.recall(key)
+        key = told.substituted(key)
         for parse in _PARSERS:
-            result = parse(key)
             if result is not None:
-                found = result
                 break
-    return found
+            result = parse(key)
+        if result is not None:
+            found = result
+    return found if found is not None else _word_problem(text)
 
 
 def _hash(key: str) -> int:
@@ -403,6 +425,104 @@ def _list_words(items: list[str]) -> tuple[str, ...]:
 
 
 _PARSERS = (_arithmetic, _conversion, _count_fact, _symbol, _capital, _counting)
+
+
+# ---------------------------------------------------------------------------------------------- told facts
+_FACT = re.compile(rf"the (?P<attr>[a-z][a-z ]*?) of (?P<entity>[a-z]+ \d+) is (?P<value>{_NUM})[.!]?")
+_MINE = re.compile(rf"my (?P<attr>[a-z][a-z ]*?) is (?P<value>{_NUM})[.!]?")
+_CLAUSES = re.compile(r",? and |, ")
+_RECALL = re.compile(rf"what(?: is|'s) the (?P<attr>[a-z][a-z ]*?) of (?P<entity>[a-z]+ \d+){_END}")
+_RECALL_MINE = re.compile(rf"what(?: is|'s) my (?P<attr>[a-z][a-z ]*?){_END}")
+_AMBIGUOUS = "ambiguous"
+
+
+@dataclass(frozen=True)
+class _Told:
+    """The facts a text states: "the <attr> of <entity> is <n>" and "my <attr> is <n>"; a fact stated with two
+    values is ambiguous and answers nothing."""
+
+    facts: dict[tuple[str, str], str]
+    mine: dict[str, str]
+
+    @classmethod
+    def read(cls, text: str) -> _Told:
+        facts: dict[tuple[str, str], str] = {}
+        mine: dict[str, str] = {}
+        for sentence in sentences(text):
+            key = _normalize(sentence)
+            match = _FACT.fullmatch(key)
+            if match is not None:
+                _note(facts, (match.group("attr"), match.group("entity")), match.group("value"))
+            for clause in _CLAUSES.split(key):
+                match = _MINE.fullmatch(clause)
+                if match is not None:
+                    _note(mine, match.group("attr"), match.group("value"))
+        return cls(facts, mine)
+
+    def substituted(self, key: str) -> str:
+        """`my locker number` read as the number it was told to be (longest attribute first)."""
+        for attr in sorted(self.mine, key=len, reverse=True):
+            if self.mine[attr] != _AMBIGUOUS:
+                key = re.sub(rf"\bmy {re.escape(attr)}\b", self.mine[attr], key)
+        return key
+
+    def recall(self, key: str) -> Answer | None:
+        match = _RECALL.fullmatch(key)
+        value = self.facts.get((match.group("attr"), match.group("entity"))) if match else None
+        if value is None:
+            match = _RECALL_MINE.fullmatch(key)
+            value = self.mine.get(match.group("attr")) if match else None
+        if value is None or value == _AMBIGUOUS:
+            return None
+        return _number_answer(_value(value), key)
+
+
+def _note(table: dict, key, value: str) -> None:
+    table[key] = value if table.get(key, value) == value else _AMBIGUOUS
+
+
+# ---------------------------------------------------------------------------------------------- word problems
+_ADDS = frozenset({"has", "have", "bakes", "makes", "buys", "gets", "collects", "picks", "earns", "receives",
+                   "finds", "travels", "drives", "walks", "rides", "reads", "writes"})
+_SUBTRACTS = frozenset({"sells", "gives", "eats", "uses", "loses", "spends", "donates"})
+_STEPS = re.compile(r",? then |, and |, ")
+_EACH = re.compile(r"(?P<n>\d+) [a-z]+ of (?P<m>\d+) [a-z]+ each")
+_RATE = re.compile(r"at (?P<n>\d+) [a-z]+ (?:per|an|a) (?P<per>hour|day|minute) for (?P<m>\d+) (?P<unit>hours|days|minutes)")
+_COUNTED = re.compile(r"(?P<n>\d+) [a-z]+(?: (?:to|from|for|at|on) [a-z' ]+)?")
+_HOW_MANY = re.compile(r"how many [a-z]+ [a-z' ]+\?")
+
+
+def _amount_of(words: str) -> int | None:
+    match = _EACH.fullmatch(words)
+    if match is not None:
+        return int(match.group("n")) * int(match.group("m"))
+    match = _RATE.fullmatch(words)
+    if match is not None and match.group("unit").startswith(match.group("per")):
+        return int(match.group("n")) * int(match.group("m"))
+    match = _COUNTED.fullmatch(words)
+    return int(match.group("n")) if match is not None else None
+
+
+def _word_problem(text: str) -> Answer | None:
+    """A few plain steps, each clause read (module doc); the running total is the answer."""
+    parts = sentences(text)
+    asks = [i for i, part in enumerate(parts) if _HOW_MANY.fullmatch(_normalize(part))]
+    if not asks or asks[0] == 0:
+        return None
+    total, verb = 0, None
+    for sentence in parts[: asks[0]]:
+        for clause in _STEPS.split(_normalize(sentence).rstrip(".!")):
+            words = clause.split()
+            at = next((i for i, word in enumerate(words[:3]) if word in _ADDS | _SUBTRACTS), None)
+            if at is not None:
+                verb, words = words[at], words[at + 1:]
+            elif verb is None:
+                return None
+            amount = _amount_of(" ".join(words))
+            if amount is None:
+                return None
+            total += amount if verb in _ADDS else -amount
+    return _number_answer(Fraction(total), _normalize(parts[asks[0]])) if total >= 0 else None
 
 
 # ---------------------------------------------------------------------------------------------- wrong answers

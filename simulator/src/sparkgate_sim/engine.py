@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkgate.sglang import conformance as C
-from sparkgate_sim import answers, faults, host_memory, reasoning, sglang_env, textgen, timing, workload
+from sparkgate_sim import answers, faults, host_memory, logits, reasoning, sglang_env, textgen, timing, workload
 from sparkgate_sim.cli import EngineArgs
 from sparkgate_sim.dspark_records import InfoRecords, ragged_verify_mode
 from sparkgate_sim.engagement import Engaged, decide, probe_report
@@ -64,7 +64,10 @@ class GenRequest:
     rid: str = field(default_factory=lambda: uuid.uuid4().hex)
     require_reasoning: bool = False  # chat with a reasoning parser: meta_info counts reasoning_tokens
     question: str | None = None  # where a question is looked for (chat: the last user message); None: prompt_key
+    context: str = ""  # chat: the turns before that message (what the model was told earlier)
     ignore_eos: bool = False  # sampling's ignore_eos: no EOS, so no early stop after an answer either
+    return_logprob: bool = False  # the final meta_info carries output_token_logprobs (logits.py)
+    top_logprobs: int = 0  # and output_top_logprobs, this many per position
 
 
 @dataclass
@@ -535,6 +538,15 @@ class Engine:
             # tokenizer_manager._wait_one_response: the finished response records its send time, unless a streamed
             # chunk already did.
             meta["response_sent_to_client_ts"] = clock.final_sent_ts()
+        if req.return_logprob:
+            head = logits.Head(fp8=engaged.fp8_lm_head,
+                               scale_off=engaged.fp8_lm_head and self.board.loaded_with(faults.FP8_HEAD_SCALE_OFF))
+            chosen, tops = logits.token_logprobs(
+                seed, words, ids, textgen.answer_start(seed, thinks) if answer is not None else None,
+                len(answer or ()), head, req.top_logprobs)
+            meta["output_token_logprobs"] = chosen
+            if req.top_logprobs:
+                meta["output_top_logprobs"] = tops
         self._finish(req, len(words), verify_ct, queued_sim + ttft, itl_samples, e2e)
         yield Chunk(words, ids, new, True, meta, text)
 
@@ -546,7 +558,7 @@ class Engine:
             cold, self.cold_garble_pending = self.cold_garble_pending, False
         if req.ignore_eos:
             return None
-        found = answers.answer(req.question if req.question is not None else req.prompt_key)
+        found = answers.answer(req.question if req.question is not None else req.prompt_key, context=req.context)
         if found is None:
             return None
         if cold or self.board.runtime(faults.ANSWERS_GARBLED) is not None:

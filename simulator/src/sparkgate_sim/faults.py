@@ -33,6 +33,9 @@ DSPARK_DRAFTER_MISSING = "dspark-drafter-missing"
 # (runtime), or only the first generation request after ready (load time: a cold-path kernel).
 ANSWERS_GARBLED = "answers-garbled"
 COLD_PREFILL_GARBLE = "cold-prefill-garble"
+# The FP8 LM head applied with a weight scale 4x too small (load time, only with the FP8 head engaged): greedy
+# text and every answer unchanged, every log-probability flattened (logits.py).
+FP8_HEAD_SCALE_OFF = "fp8-head-scale-off"
 # Something else on the host takes the unified memory (another model, a build): only the host meminfo file
 # (SPARKGATE_SIM_HOST_MEMINFO, host_memory.py) shows it; the engine serves on unchanged.
 MEMORY_PRESSURE = "memory-pressure"
@@ -54,6 +57,7 @@ LOAD_TIME = frozenset(
         DSPARK_PROPOSAL_EAGER,
         DSPARK_DRAFTER_MISSING,
         COLD_PREFILL_GARBLE,
+        FP8_HEAD_SCALE_OFF,
     }
 )
 RUNTIME = frozenset({CRASH_AFTER_READY, DEGRADE_AFTER, PROBE_MISSING, ANSWERS_GARBLED, MEMORY_PRESSURE, DECODE_STALL})

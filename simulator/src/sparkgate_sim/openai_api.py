@@ -53,15 +53,22 @@ def completion_request(body: dict) -> GenRequest:
                       ignore_eos=bool(body.get("ignore_eos")))
 
 
-def _last_user_text(messages: list) -> str:
-    """The text of the last user message (content parts joined), where a question is looked for."""
-    for message in reversed(messages):
+def _content(message: dict) -> str:
+    content = message.get("content") or ""
+    if isinstance(content, list):
+        content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return str(content)
+
+
+def _last_user_text(messages: list) -> tuple[str, str]:
+    """(the text of the last user message, where a question is looked for; the turns before it, joined: what
+    the model was told earlier in the conversation)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
         if isinstance(message, dict) and message.get("role", "user") == "user":
-            content = message.get("content") or ""
-            if isinstance(content, list):
-                content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-            return str(content)
-    return ""
+            earlier = "\n".join(_content(m) for m in messages[:index] if isinstance(m, dict))
+            return _content(message), earlier
+    return "", ""
 
 
 def chat_request(body: dict, reasoning_parser: str | None = None) -> GenRequest:
@@ -74,12 +81,37 @@ def chat_request(body: dict, reasoning_parser: str | None = None) -> GenRequest:
         raise BadRequest("chat_template_kwargs must be an object")
     # chat_template_kwargs reach the template (serving_chat.py passes them to apply_chat_template).
     rendered = textgen.render_chat(messages, thinking=reasoning.thinking_requested(body))
+    question, earlier = _last_user_text(messages)
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     return GenRequest(
         rendered, textgen.count_tokens(rendered), max_tokens, _sampling(body), bool(body.get("stream")), _stop(body),
-        require_reasoning=reasoning_parser is not None, question=_last_user_text(messages),
-        ignore_eos=bool(body.get("ignore_eos")),
+        require_reasoning=reasoning_parser is not None, question=question, context=earlier,
+        ignore_eos=bool(body.get("ignore_eos")), return_logprob=body.get("logprobs") is True,
+        top_logprobs=_top_logprobs(body),
     )
+
+
+def _top_logprobs(body: dict) -> int:
+    """ChatCompletionRequest.top_logprobs (an optional integer, no range check; used only with logprobs). The
+    simulated model knows its top two candidates per position (logits.py)."""
+    top = body.get("top_logprobs")
+    if top is not None and (not isinstance(top, int) or isinstance(top, bool)):
+        raise BadRequest("top_logprobs must be an integer")
+    return max(0, top or 0)
+
+
+def chat_logprobs(meta: dict) -> dict[str, Any] | None:
+    """serving_chat._process_response_logprobs: the engine's (logprob, id, text) triples as ChoiceLogprobs."""
+    chosen = meta.get("output_token_logprobs")
+    if chosen is None:
+        return None
+    tops = meta.get("output_top_logprobs") or [[] for _ in chosen]
+
+    def item(logprob: float, text: str) -> dict[str, Any]:
+        return {"token": text, "bytes": list(text.encode("utf-8")), "logprob": logprob}
+
+    return {"content": [{**item(lp, text), "top_logprobs": [item(t_lp, t_text) for t_lp, _, t_text in top]}
+                        for (lp, _, text), top in zip(chosen, tops, strict=True)]}
 
 
 def include_usage(body: dict) -> bool:
@@ -175,7 +207,8 @@ class Shaper:
                 content, thought = chunk.text.lstrip(), None
             # ChatMessage drops tool_calls when None (entrypoints/openai/protocol.py).
             message = {"role": "assistant", "content": content, "reasoning_content": thought}
-            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": reason, "matched_stop": matched}
+            choice = {"index": 0, "message": message, "logprobs": chat_logprobs(chunk.meta_info),
+                      "finish_reason": reason, "matched_stop": matched}
             body = self._base("chat.completion")
         body.update(choices=[choice], usage=usage(chunk.meta_info), metadata=weight_version_metadata(chunk.meta_info))
         return body

@@ -24,11 +24,27 @@ def expectations(requested=(), baseline=None) -> dict:
             "answers": {"set_version": answer_set.SET_VERSION, "baseline": baseline}}
 
 
-class ScriptedEngine:
-    """Answers each question from `replies` (question id -> text, or a callable of the request number)."""
+def question_of(body: dict) -> answer_set.Question:
+    return next(q for q in SET.every_question() if SET.messages(q) == body["messages"])
 
-    def __init__(self, replies: dict | None = None, status: int = 200, finishes: dict | None = None):
+
+def word_logprobs(text: str, shift: float = 0.0, margin: float = 6.0) -> list[dict]:
+    """An OpenAI ChoiceLogprobs.content for `text`, one token per word: sure of each (-0.01), the runner-up
+    `margin` nats below; `shift` moves every chosen token's log-probability."""
+    return [{"token": word, "bytes": list(word.encode()), "logprob": -0.01 + shift,
+             "top_logprobs": [{"token": word, "bytes": [], "logprob": -0.01 + shift},
+                              {"token": "~", "bytes": [], "logprob": -0.01 + shift - margin}]}
+            for word in text.split()]
+
+
+class ScriptedEngine:
+    """Answers each question from `replies` (question id -> text, or a callable of the request number), with
+    per-word log-probabilities (`logprobs`: question id -> ChoiceLogprobs.content, default word_logprobs)."""
+
+    def __init__(self, replies: dict | None = None, status: int = 200, finishes: dict | None = None,
+                 logprobs: dict | None = None):
         self.replies = replies or {}
+        self.logprobs = logprobs or {}
         self.finishes = finishes or {}  # question id -> finish_reason (default "stop")
         self.status = status
         self.requests: list[dict] = []
@@ -38,8 +54,7 @@ class ScriptedEngine:
         self.lock = threading.Lock()
 
     def reply_for(self, body: dict) -> str:
-        content = body["messages"][-1]["content"]
-        question = next(q for q in SET.every_question() if content.startswith(q.prompt))
+        question = question_of(body)
         scripted = self.replies.get(question.id, question.answer)
         return scripted(len(self.requests)) if callable(scripted) else scripted
 
@@ -74,12 +89,15 @@ class ScriptedEngine:
                         self._send(engine.status, b'{"error": "boom"}')
                         return
                     text = engine.reply_for(body)
-                    finish = next((f for qid, f in engine.finishes.items()
-                                   if body["messages"][-1]["content"].startswith(SET.by_id(qid).prompt)), "stop")
+                    question = question_of(body)
+                    finish = engine.finishes.get(question.id, "stop")
+                    logprobs = engine.logprobs.get(question.id, word_logprobs(text))
                     engine.requests.append({"path": self.path, **body})
                     engine.generated += len(text.split())
-                response = {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-                            "usage": {"completion_tokens": len(text.split())}}
+                response = {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": finish,
+                                         "logprobs": {"content": logprobs}}],
+                            "usage": {"completion_tokens": len(text.split()),
+                                      "prompt_tokens": sum(len(m["content"].split()) for m in body["messages"])}}
                 self._send(200, json.dumps(response).encode())
 
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -112,23 +130,42 @@ def test_a_healthy_engine_passes_every_answers_check_and_the_verdict_carries_the
     assert {name: c.passed for name, c in checks.items()} == {
         "answers.cold_prefill": True, "answers.correct": True, "answers.greedy_repeatable": True}
     shown = result.as_dict()
-    assert shown["set_version"] == 1 and shown["right"] == shown["of"] == len(SET.questions)
+    assert shown["set_version"] == 2 and shown["right"] == shown["of"] == len(SET.questions)
     assert set(shown["read_as"]) == {q.id for q in SET.every_question()}
+    assert {qid: len(tokens) for qid, tokens in shown["logprobs"].items()} == {
+        q.id: len(q.answer.split()) for q in SET.every_question()}
     assert checks["answers.greedy_repeatable"].observed.startswith("identical")
 
 
 def test_the_cold_question_goes_first_and_every_request_is_a_greedy_thinking_off_chat(engine_at):
     engine = ScriptedEngine()
     judged(engine, engine_at)
-    asked = [next(q.id for q in SET.every_question() if r["messages"][0]["content"].startswith(q.prompt))
-             for r in engine.requests]
+    asked = [question_of(r).id for r in engine.requests]
     assert asked == [SET.repeat.id, *(q.id for q in SET.questions), SET.repeat.id]
     for request in engine.requests:
         assert request["path"] == "/v1/chat/completions" and request["model"] == MODEL
         assert request["temperature"] == 0 and request["stream"] is False
         assert request["chat_template_kwargs"] == {"enable_thinking": False}
         assert request["separate_reasoning"] is False
-        assert request["messages"][0]["content"].endswith(SET.instruction)
+        assert request["logprobs"] is True and request["top_logprobs"] == 2
+        assert request["messages"][-1]["content"].endswith(f"{question_of(request).prompt} {SET.instruction}")
+
+
+def test_the_long_questions_reach_many_kv_pages_and_the_multi_turn_one_sends_its_earlier_turns(engine_at):
+    engine = ScriptedEngine()
+    result, _ = judged(engine, engine_at)
+    by_id = {r.id: r for r in result.every_reply()}
+    documented = [q for q in SET.questions if q.document]
+    assert len(documented) >= 2 and len({q.document for q in documented}) == 1  # the second reuses the first's pages
+    for question in documented:
+        sent = [r for r in engine.requests if question_of(r) == question][0]["messages"]
+        assert len(sent) == 1 and sent[0]["content"].startswith("\n".join(SET.documents[question.document]))
+        assert len(sent[0]["content"]) > 4000
+        assert by_id[question.id].prompt_tokens > 600  # words here; about 1,200 tokens of a real tokenizer
+    [multi] = [q for q in SET.questions if q.history]
+    sent = [r for r in engine.requests if question_of(r) == multi][0]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert by_id[multi.id].correct
 
 
 def test_a_garbled_cold_prefill_is_refused_by_cold_prefill_and_repeatability_only(engine_at):
@@ -184,16 +221,20 @@ def test_a_bundle_of_another_answer_set_version_is_refused(engine_at):
     assert not checks["answers.correct"].passed and "99" in json.dumps(checks["answers.correct"].observed)
 
 
-def baseline_read_as(differing: int) -> dict:
+def baseline_record(differing: int = 0) -> dict:
+    """A baseline verdict's answers: every reply right, with word_logprobs; the first `differing` questions
+    recorded as another text (a baseline engine that wrote something else)."""
     texts = {q.id: q.answer for q in SET.every_question()}
     for question in SET.questions[:differing]:
         texts[question.id] = "0"
-    return {"set_version": answer_set.SET_VERSION, "texts": texts, "recorded_at": "2026-12-01T00:00:00Z"}
+    logprobs = {qid: answers.read_logprobs({"logprobs": {"content": word_logprobs(text)}}) for qid, text in texts.items()}
+    return {"set_version": answer_set.SET_VERSION, "texts": texts, "logprobs": logprobs,
+            "recorded_at": "2026-12-01T00:00:00Z"}
 
 
-@pytest.mark.parametrize("differing", [0, 2, 3])
+@pytest.mark.parametrize("differing", [0, 2, 5])
 def test_a_stacked_profile_must_agree_with_this_hosts_baseline(engine_at, differing):
-    want = expectations(requested=["humming"], baseline=baseline_read_as(differing))
+    want = expectations(requested=["humming"], baseline=baseline_record(differing))
     _, checks = judged(ScriptedEngine(), engine_at, want)
     check = checks["answers.baseline_agreement"]
     total = len(SET.every_question())
@@ -202,10 +243,56 @@ def test_a_stacked_profile_must_agree_with_this_hosts_baseline(engine_at, differ
     assert [d["question"] for d in check.observed["differing"]] == [q.id for q in SET.questions[:differing]]
 
 
+@pytest.mark.parametrize(("shift", "agrees"), [(0.0, True), (-0.3, True), (0.005, True), (-0.6, False),
+                                               (-3.0, False)])
+def test_the_same_text_agrees_only_with_log_probabilities_within_the_tolerance(engine_at, shift, agrees):
+    """A mis-scaled head keeps every greedy token (the text is identical, every answer right) but moves every
+    log-probability: exact text cannot see it, the tolerance does."""
+    shifted = {q.id: word_logprobs(q.answer, shift=shift) for q in SET.every_question()}
+    want = expectations(requested=["fp8_lm_head"], baseline=baseline_record())
+    _, checks = judged(ScriptedEngine(logprobs=shifted), engine_at, want)
+    check = checks["answers.baseline_agreement"]
+    assert checks["answers.correct"].passed
+    assert check.passed is agrees and check.observed["max_delta_nats"] == pytest.approx(abs(shift), abs=1e-3)
+
+
+@pytest.mark.parametrize(("margin", "still_right", "agrees"), [
+    (0.3, True, True),  # a near-tie moved, the answer still right
+    (0.3, False, False),  # a near-tie moved to a wrong answer
+    (4.0, True, False),  # the baseline was sure: a different token is not rounding
+])
+def test_a_reply_may_leave_the_baseline_only_at_a_near_tie_and_still_right(margin, still_right, agrees):
+    baseline = [["The", -0.01, -6.0], ["answer", -0.4, -0.4 - margin], ["is", -0.01, -5.0], ["85", -0.01, -7.0]]
+    ours = [["The", -0.02, -6.0], ["result", -0.5, -0.6], ["is", -0.01, -5.0], ["85", -0.01, -7.0]]
+    verdict = answers.agreement(ours, baseline, still_right)
+    assert verdict["agrees"] is agrees and "token 1" in verdict["how"]
+
+
+@pytest.mark.parametrize("recorded", [
+    [["85", 0.5, None]], [["85", "x", None]], [[85, -0.1, None]], [["85", -0.1]], "85", [None],
+    [["85", float("nan"), None]],
+])
+def test_a_malformed_baseline_record_never_agrees_and_never_raises(engine_at, recorded):
+    baseline = baseline_record()
+    baseline["logprobs"] = {qid: recorded for qid in baseline["logprobs"]}
+    _, checks = judged(ScriptedEngine(), engine_at, expectations(requested=["mtp"], baseline=baseline))
+    assert not checks["answers.baseline_agreement"].passed
+
+
+@pytest.mark.parametrize("content", [None, "x", [{"token": "85"}], [{"token": "85", "logprob": 1.0}],
+                                     [{"token": "85", "logprob": True}], [{"token": None, "logprob": -0.1}]])
+def test_a_reply_without_readable_log_probabilities_is_judged_as_text_and_never_agrees(engine_at, content):
+    broken = {q.id: content for q in SET.every_question()}
+    want = expectations(requested=["mtp"], baseline=baseline_record())
+    result, checks = judged(ScriptedEngine(logprobs=broken), engine_at, want)
+    assert checks["answers.correct"].passed and all(r.tokens is None for r in result.every_reply())
+    assert not checks["answers.baseline_agreement"].passed
+
+
 def test_baseline_agreement_needs_a_record_of_this_set_and_a_stacked_profile(engine_at):
-    _, checks = judged(ScriptedEngine(), engine_at, expectations(requested=[], baseline=baseline_read_as(0)))
+    _, checks = judged(ScriptedEngine(), engine_at, expectations(requested=[], baseline=baseline_record()))
     assert "answers.baseline_agreement" not in checks  # the baseline is its own reference
-    old = {**baseline_read_as(0), "set_version": 0}
+    old = {**baseline_record(), "set_version": 1}
     _, checks = judged(ScriptedEngine(), engine_at, expectations(requested=["mtp"], baseline=old))
     assert not checks["answers.baseline_agreement"].passed
     assert "re-record" in checks["answers.baseline_agreement"].hint
@@ -232,6 +319,23 @@ def test_baseline_agreement_needs_a_record_of_this_set_and_a_stacked_profile(eng
     ("gold-symbol", "Not Au, Ag", False),
     ("count-to-24", SET.repeat.answer.replace("13, 14", "13, 31, 14"), False),  # one number spliced in
     ("count-to-24", SET.repeat.answer.replace(", 20", ""), False),  # one dropped
+    ("locker-107-code", "17439", True),
+    ("locker-107-code", "The parcel code of locker 107 is 17439.", True),
+    ("locker-107-code", "20713", False),  # locker 188's code: a neighbouring page read
+    ("locker-107-code", "17439 or 20713", False),
+    ("locker-107-code", "107", False),
+    ("my-locker-plus-25", "442", True),
+    ("my-locker-plus-25", "Your locker number plus 25 is 442.", True),
+    ("my-locker-plus-25", "417 + 25 = 442", True),  # the earlier turn's number, restated
+    ("my-locker-plus-25", "417", False),
+    ("my-locker-plus-25", "5118", False),  # the locker code plus 25
+    ("baker-rolls-left", "He has 18 rolls left.", True),
+    ("baker-rolls-left", "168", False),  # one step short
+    ("mia-stickers-now", "Mia has 61 stickers now.", True),
+    ("mia-stickers-now", "81", False),  # the gift not taken off
+    ("train-km-total", "360 km", True),
+    ("train-km-total", "360 kilometers in total", True),
+    ("train-km-total", "240", False),
 ])
 def test_the_judge_reads_the_answer_however_it_is_phrased_and_never_a_wrong_one(question_id, reply, right):
     assert answer_set.judge(SET.by_id(question_id), reply) is right

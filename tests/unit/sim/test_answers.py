@@ -132,6 +132,63 @@ def test_only_the_last_user_turn_of_a_rendered_chat_counts():
     assert answers.answer(textgen.render_chat(chat[:2] + [{"role": "user", "content": "Thanks!"}])) is None
 
 
+def _register(count: int = 100) -> tuple[str, dict[int, int]]:
+    """A register of `count` lockers and their five-digit codes (this test's own, not the answer set's)."""
+    codes = {100 + i: 10000 + (i * 7919) % 90000 for i in range(1, count + 1)}
+    lines = [f"The parcel code of locker {locker} is {code}." for locker, code in codes.items()]
+    return "Station parcel lockers, morning register.\n" + "\n".join(lines), codes
+
+
+@pytest.mark.parametrize("locker", [101, 107, 150, 188, 200])
+def test_a_planted_fact_is_recalled_from_anywhere_in_a_long_register(locker):
+    register, codes = _register()
+    assert len(register) > 4000
+    found = answers.answer(f"{register}\n\nWhat is the parcel code of locker {locker}? {INSTRUCTION}")
+    assert found.text == str(codes[locker])
+    assert found.garbled() != found.words  # the garbling faults answer it wrong too
+
+
+def test_a_fact_not_in_the_register_or_told_twice_differently_answers_nothing():
+    register, _ = _register(10)
+    assert answers.answer(f"{register}\nWhat is the parcel code of locker 999?") is None
+    twice = register + "\nThe parcel code of locker 101 is 12345."
+    assert answers.answer(f"{twice}\nWhat is the parcel code of locker 101?") is None
+
+
+def test_an_earlier_turn_is_remembered_through_the_chat_and_the_rendered_prompt():
+    chat = [{"role": "user", "content": "I just rented a locker. My locker number is 417 and my locker code is 5093."},
+            {"role": "assistant", "content": "Noted."},
+            {"role": "user", "content": f"What is my locker number plus 25? {INSTRUCTION}"}]
+    assert answers.answer(chat[-1]["content"], context=chat[0]["content"]).text == "442"
+    assert answers.answer(textgen.render_chat(chat, thinking=False)).text == "442"
+    recall = chat[:2] + [{"role": "user", "content": "What is my locker code?"}]
+    assert answers.answer(textgen.render_chat(recall)).text == "5093"
+    assert answers.answer(chat[-1]["content"]) is None  # without the earlier turn there is nothing to add 25 to
+
+
+@pytest.mark.parametrize(("problem", "expected"), [
+    ("A baker bakes 7 trays of 24 rolls each. He sells 150 rolls. How many rolls does he have left?", "18"),
+    ("Mia has 45 stickers. She buys 3 packs of 12 stickers each, then gives 20 stickers to her brother. "
+     "How many stickers does Mia have now?", "61"),
+    ("A train travels at 80 kilometers per hour for 3 hours, then at 60 kilometers per hour for 2 hours. "
+     "How many kilometers does it travel in total?", "360"),
+    ("Sam has 10 apples. He eats 3 apples, and gets 5 apples from a friend. How many apples does Sam have?", "12"),
+])
+def test_plain_word_problems_are_worked_out_step_by_step(problem, expected):
+    assert answers.answer(f"{problem} {INSTRUCTION}").text == expected
+
+
+@pytest.mark.parametrize("problem", [
+    "Tom has three times as many marbles as Ann. Together they have 48. How many does Tom have?",
+    "A baker bakes 7 trays of 24 rolls each. He sells most of them. How many rolls does he have left?",
+    "Mia has 5 stickers. She gives 9 stickers to Ann. How many stickers does Mia have now?",  # below zero
+    "A baker bakes 7 trays of 24 rolls each.",  # no question
+    "How many rolls are there? A baker bakes 7 trays of 24 rolls each.",  # the question comes first
+])
+def test_word_problems_it_cannot_read_whole_are_not_answered(problem):
+    assert answers.answer(problem) is None
+
+
 @settings(max_examples=300, deadline=None)
 @given(a=st.integers(-10**6, 10**6), b=st.integers(-10**6, 10**6), op=st.sampled_from(["plus", "minus", "times"]))
 def test_integer_arithmetic_property(a, b, op):
@@ -439,3 +496,28 @@ def test_cold_prefill_garble_set_at_runtime_waits_for_a_restart(start):
     sim.wait_ready()
     assert content(ask(sim, "What is 144 divided by 12?")) != "12"
     assert content(ask(sim, "What is 144 divided by 12?")) == "12"
+
+
+def test_chat_logprobs_come_in_openais_shape_and_are_greedy(sim):
+    body = {**_body(sim, "What is 23 times 17?"), "logprobs": True, "top_logprobs": 2}
+    first, again = (sim.post("/v1/chat/completions", body).json() for _ in range(2))
+    content_logprobs = first["choices"][0]["logprobs"]["content"]
+    assert [t["token"] for t in content_logprobs] == ["391"]
+    [token] = content_logprobs
+    assert -0.05 <= token["logprob"] <= 0 and token["bytes"] == list(b"391")
+    chosen, runner_up = token["top_logprobs"]
+    assert chosen["token"] == "391" and runner_up["logprob"] < token["logprob"] - 3  # an answer is near-certain
+    assert again["choices"][0]["logprobs"] == first["choices"][0]["logprobs"]
+    plain = sim.post("/v1/chat/completions", _body(sim, "What is 23 times 17?")).json()
+    assert plain["choices"][0]["logprobs"] is None
+
+
+def test_a_mis_scaled_fp8_head_keeps_every_answer_and_flattens_every_logprob(start):
+    healthy, off = start("all-three"), start("all-three", "fp8-head-scale-off")
+    for question, expected in [*list(QUESTIONS.items())[:3], (LIST_QUESTION, LIST_ANSWER)]:
+        body = {**_body(healthy, question, 96), "logprobs": True, "top_logprobs": 2}
+        ok, bad = (s.post("/v1/chat/completions", body).json()["choices"][0] for s in (healthy, off))
+        assert ok["message"]["content"] == bad["message"]["content"] == expected
+        deltas = [a["logprob"] - b["logprob"] for a, b in zip(ok["logprobs"]["content"], bad["logprobs"]["content"])]
+        assert min(deltas) > 2.0
+    assert "scale" not in off.log() + off.stderr()

@@ -1,0 +1,68 @@
+"""Per-token log-probabilities of what the simulated model writes (`logprobs` / `top_logprobs` on the chat route,
+`return_logprob` on /generate): a pure function of the request and the token, as greedy decoding is.
+
+- An answer's tokens (answers.py) are near-certain: log-probability in [-0.04, 0], the runner-up 4 to 9 nats below.
+- Any other token (pseudo-words, tags) is less sure: [-2.05, -0.05], the runner-up 0 to 3 nats below, so some are
+  near-ties.
+- The FP8 LM head, when engaged, rounds the head's weights: every log-probability moves by up to +-0.04 nats
+  (the top token keeps its rank: greedy text is unchanged).
+- `fp8-head-scale-off` (faults.py): the FP8 head applied with a weight scale 4 times too small, so every logit
+  shrinks 4-fold. The top token keeps its rank (greedy text unchanged, so exact-text comparisons and every
+  answer still pass), but the distribution flattens: the chosen token's log-probability falls to lp / 4 - 2.5
+  and the margin to the runner-up to a quarter. Sampling at a temperature then wanders; only the
+  log-probabilities show it.
+
+Speculative decoding does not change them (verification is lossless at temperature 0).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sparkgate_sim import textgen
+
+SCALE_OFF_FACTOR = 4.0
+SCALE_OFF_SHIFT = 2.5
+FP8_ROUNDING_NATS = 0.04
+
+
+@dataclass(frozen=True)
+class Head:
+    fp8: bool = False
+    scale_off: bool = False
+
+
+def _hash(*parts: object) -> int:
+    material = ":".join(str(p) for p in parts).encode("utf-8")
+    return int.from_bytes(hashlib.blake2b(material, digest_size=8).digest(), "big")
+
+
+def token_logprobs(seed: int, words: Sequence[str], ids: Sequence[int], answer_at: int | None, answer_len: int,
+                   head: Head, top: int) -> tuple[list[tuple[float, int, str]], list[list[tuple[float, int, str]]]]:
+    """(output_token_logprobs, output_top_logprobs) as SGLang's meta_info holds them: (logprob, token id, text)
+    per token, and the `top` most likely per position (the chosen token first)."""
+    chosen, tops = [], []
+    for position, (word, token_id) in enumerate(zip(words, ids, strict=True)):
+        h = _hash(seed, position, word)
+        answering = answer_at is not None and answer_at <= position < answer_at + answer_len
+        if answering:
+            logprob, margin = -(h % 41) / 1000, 4.0 + (h >> 8) % 501 / 100
+        else:
+            logprob, margin = -0.05 - (h % 1001) / 500, (h >> 12) % 301 / 100
+        if head.fp8:
+            logprob = min(0.0, logprob + ((h >> 24) % 81 - 40) / 1000)
+        if head.scale_off:
+            logprob, margin = logprob / SCALE_OFF_FACTOR - SCALE_OFF_SHIFT, margin / SCALE_OFF_FACTOR
+        logprob = round(logprob, 4)
+        runner_up_index = (h >> 32) % textgen.VOCAB_SIZE
+        runner_up = textgen.VOCAB[runner_up_index]
+        if runner_up == word:
+            runner_up_index = (runner_up_index + 1) % textgen.VOCAB_SIZE
+            runner_up = textgen.VOCAB[runner_up_index]
+        entry = (logprob, token_id, word)
+        chosen.append(entry)
+        candidates = [entry, (round(logprob - margin, 4), textgen.TOKEN_ID_OFFSET + runner_up_index, runner_up)]
+        tops.append(candidates[:top])
+    return chosen, tops

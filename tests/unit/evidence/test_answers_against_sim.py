@@ -1,0 +1,46 @@
+"""The answers stage against the simulator: every question of the set, the long and multi-turn ones included,
+answered right by a healthy engine of each profile, and baseline agreement read from log-probabilities: a stacked
+engine agrees with the baseline engine, one whose FP8 head is mis-scaled (every answer still right, every text the
+same) does not."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkgate.evidence import answers
+from sparkgate.evidence.client import EngineClient
+
+MODEL = "ling-v3-flash-fp4"
+SCALE = 0.05
+
+
+def verify_answers(start_profile, profile: str, baseline: dict | None = None, faults: str = ""):
+    sim = start_profile(profile, scale=SCALE, extra_env={"SPARKGATE_SIM_FAULTS": faults} if faults else None)
+    want = {"engine": {"served_model_name": MODEL}, "time_scale": SCALE, "requested": [] if profile == "baseline"
+            else ["humming", "fp8_lm_head", "mtp"], "answers": {"set_version": answers.answer_set_mod.SET_VERSION,
+                                                               "baseline": baseline}}
+    result = answers.run(EngineClient(sim.base_url), want, SCALE)
+    return result, {c.name: c for c in answers.checks(result, want)}
+
+
+
+
+def test_the_baseline_answers_every_question_and_stacked_profiles_agree_with_it(start_profile):
+    result, checks = verify_answers(start_profile, "baseline")
+    assert all(c.passed for c in checks.values()), [c.observed for c in checks.values() if not c.passed]
+    record = result.as_dict()
+    assert record["right"] == record["of"] and set(record["logprobs"]) == set(record["texts"])
+    long_ones = [r for r in result.replies if r.prompt_tokens and r.prompt_tokens > 10 * 64]
+    assert len(long_ones) == 2, [(r.id, r.prompt_tokens) for r in result.replies]  # 10+ KV pages of 64 tokens each (the simulator counts words; a real tokenizer more)
+    # Elapsed engine time of the whole stage on a Spark, by the simulator's model (printed by scripts/bench_gate.py).
+    assert result.elapsed_s < 10.0
+
+    stacked, checks = verify_answers(start_profile, "all-three", baseline=record)
+    agreement = checks["answers.baseline_agreement"]
+    assert agreement.passed and agreement.observed["agree"] == agreement.observed["of"] == len(record["texts"])
+    assert 0 < agreement.observed["max_delta_nats"] <= answers.TOKEN_TOLERANCE_NATS  # FP8 rounding moved some
+
+    _, checks = verify_answers(start_profile, "all-three", baseline=record, faults="fp8-head-scale-off")
+    failing = {name for name, c in checks.items() if not c.passed}
+    assert failing == {"answers.baseline_agreement"}, failing
+    assert checks["answers.baseline_agreement"].observed["agree"] == 0
