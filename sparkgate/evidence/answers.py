@@ -55,6 +55,12 @@ MAX_SKIPPED_PROBES = 3
 # never "after client traffic": the MTP probe's tokens would read as traffic here, and this probe's as traffic
 # there, and the two would then keep a batch-1 engine busy every period.
 PROBE_EVERY_PERIODS = 6
+# Bounded staleness: traffic that never leaves a whole idle period would keep the probe from ever asking. After
+# this many periods without an answered probe (10 min at the default 5 s period) the probe goes at the next gap
+# instead: a reading with nothing running or queued, tokens decoded during the period or not. It may then wait
+# behind a client's request that had just begun (batch 1); a probe that times out while the engine kept decoding
+# other requests' tokens is deferred, not counted as unanswered.
+MAX_UNCHECKED_PERIODS = 120
 GENERATION_TOKENS = C.metric("generation_tokens")
 SHOWN_CHARS = 120
 # Each reply comes with its tokens' log-probabilities and the runner-up's (serving_chat.py: logprobs,
@@ -376,17 +382,28 @@ def start_rechecks(ctx: RecheckContext, admitted: dict | None = None) -> None:
     gate the verdict opened on the very same reply."""
     texts = (admitted or {}).get("texts") or {}
     ctx.state.update(next_index=0, previous_activity=activity_mod.fresh(ctx.client), last_probe_at=time.monotonic(),
-                     skipped=0, admitted_texts=texts,
+                     skipped=0, admitted_texts=texts, answered_at=time.monotonic(), answered_wall=time.time(),
                      rotation=[q.id for q in answer_set_mod.load().questions if q.short and q.id in texts])
 
 
-def rechecks(ctx: RecheckContext) -> list[CheckResult]:
-    """One question every PROBE_EVERY_PERIODS periods, when the engine is idle.
+def last_checked(ctx: RecheckContext) -> dict | None:
+    """When a right answer was last read (the admitting verdict or a probe), and whether a probe is overdue."""
+    state = ctx.state
+    if "answered_wall" not in state:
+        return None
+    overdue = time.monotonic() - state["answered_at"] >= MAX_UNCHECKED_PERIODS * ctx.period_s
+    return {"at": state["answered_wall"], "overdue": overdue}
 
-    Idle is read as every re-check reads it (evidence/activity.py: nothing running or queued, no token made
+
+def rechecks(ctx: RecheckContext) -> list[CheckResult]:
+    """One question every PROBE_EVERY_PERIODS periods, when the engine is idle; at the next gap when no probe
+    was answered for MAX_UNCHECKED_PERIODS (bounded staleness).
+
+    Idle is read as every re-check reads it (evidence/activity.py: nothing running or queued, no token decoded
     over a whole period), so a client rarely queues behind a question at batch 1: the questions asked here
     are the short ones (a few tokens). A probe that gets no answer in time is skipped, since a client's
-    request may have arrived meanwhile; MAX_SKIPPED_PROBES in a row fail."""
+    request may have arrived meanwhile; MAX_SKIPPED_PROBES in a row fail, not counting those during which the
+    engine decoded other requests' tokens (it was serving, not wedged)."""
     state = ctx.state
     try:
         samples = ctx.metrics()
@@ -397,9 +414,12 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
                        "--enable-metrics missing): idleness cannot be read, so the gate closes")]
     previous, state["previous_activity"] = state.get("previous_activity"), now
     idle = activity_mod.idle(previous, now)
-    due = time.monotonic() - state.get("last_probe_at", 0.0) >= PROBE_EVERY_PERIODS * ctx.period_s
+    clock = time.monotonic()
+    due = clock - state.get("last_probe_at", 0.0) >= PROBE_EVERY_PERIODS * ctx.period_s
+    overdue = clock - state.get("answered_at", 0.0) >= MAX_UNCHECKED_PERIODS * ctx.period_s
+    gap = idle or (overdue and previous is not None and not now.busy)
     rotation = state.get("rotation") or []
-    if not (idle and due):
+    if not (gap and due):
         return []
     answer_set = answer_set_mod.load()
     expected = f"the answer set's answer (v{answer_set.set_version}, one question per probe, rotating)"
@@ -416,12 +436,16 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
                 timeout_s=max(2.0, ctx.period_s))  # a re-check finishes inside about one period
     if ctx.own_traffic is not None:
         ctx.own_traffic.note(ctx.client, before)  # this request is the sentinel's, not a client's (mtp_recheck.py)
-    state.update(last_probe_at=time.monotonic(), previous_activity=activity_mod.fresh(ctx.client))
+    after = activity_mod.fresh(ctx.client)
+    state.update(last_probe_at=time.monotonic(), previous_activity=after)
     observed = {**reply.shown(), "question_id": reply.id,
-                "same_text_as_admission": reply.text == state["admitted_texts"].get(reply.id)}
+                "same_text_as_admission": reply.text == state["admitted_texts"].get(reply.id),
+                "asked_at": "idle period" if idle else "first gap after the probe was overdue"}
     if reply.timed_out:
-        state["skipped"] = state.get("skipped", 0) + 1
+        served = after is not None and after.decode_tokens > now.decode_tokens
+        state["skipped"] = state.get("skipped", 0) + (0 if served else 1)
         observed["skipped_in_a_row"] = state["skipped"]
+        observed["engine_decoded_meanwhile"] = served
         return [checked(
             "sentinel.answer_probe", state["skipped"] < MAX_SKIPPED_PROBES, observed,
             f"{expected}; fewer than {MAX_SKIPPED_PROBES} probes in a row without an answer", source,
@@ -429,6 +453,8 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
             "answers a short question (a wedged decode, or traffic that never pauses); check `invoke logs`",
         )]
     state["skipped"] = 0
+    if reply.correct and not reply.error:
+        state.update(answered_at=time.monotonic(), answered_wall=time.time())
     hint = ("the engine answered a fixed question wrong after admission (the admitting verdict read this very "
             "question right): weights, kernels or the draft changed behaviour while serving; the gate stays closed "
             "until a fresh full verification passes. " + LIKELY_GARBLE)

@@ -320,6 +320,8 @@ def render(snap: dict, now: float | None = None) -> str:
         f"<dt>latest verdict</dt><dd>{_when(snap.get('last_verdict_at'), now)}</dd>",
         f"<dt>full verifications</dt><dd>{_esc(snap.get('full_runs'))}</dd>",
         f"<dt>re-checks</dt><dd>{_esc(snap.get('rechecks'))}</dd>",
+        f"<dt>answers last checked</dt><dd id=\"answers-checked\">{_answers_checked(snap.get('answers_checked'), now)}"
+        "</dd>",
         "</dl></header>",
         _history_section(history, rows, now),
         _checks_section(rows, full),
@@ -340,6 +342,15 @@ def render(snap: dict, now: float | None = None) -> str:
 
 
 STARTUP_ROWS = 12
+
+
+def _answers_checked(checked: Any, now: float) -> str:
+    """How long the gate has gone without a right answer from the engine (the admitting verdict's or a probe's)."""
+    at = number(checked.get("at")) if isinstance(checked, dict) else None
+    if at is None:
+        return "not since this sentinel started"
+    late = " (overdue: the next gap in traffic asks one)" if checked.get("overdue") is True else ""
+    return _when(at, now) + late
 
 
 def startup_rows(value: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, float]]:

@@ -300,6 +300,7 @@ class Sentinel:
             for key, ctx in self.module_contexts.items():
                 results.extend(REGISTRY[key].rechecks(ctx))
             results.extend(answers.rechecks(self.answers_context))
+            self.state.answers_checked = answers.last_checked(self.answers_context)
             results.extend(host_memory.rechecks(self.host_context))
         finally:
             for ctx in contexts:

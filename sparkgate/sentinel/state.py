@@ -126,6 +126,9 @@ class GateState:
     rechecks: int = 0
     transitions: list[dict] = field(default_factory=list)
     captures: dict | None = None  # the capture files of full verifications (sentinel/captures.py)
+    # When the engine last answered a question of the answer set right (the admitting verdict or an answer probe),
+    # and whether a probe is overdue: how long the gate has gone without checking answers. {"at", "overdue"}
+    answers_checked: dict | None = None
     # Re-check samples since the last full verification (module docstring), oldest first, bounded.
     history: deque = field(default_factory=lambda: deque(maxlen=HISTORY_SAMPLES))
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -177,5 +180,6 @@ class GateState:
                 "recheck": self.recheck,
                 "transitions": list(self.transitions),
                 "captures": self.captures,
+                "answers_checked": self.answers_checked,
                 **extra,
             }

@@ -495,6 +495,19 @@ def test_the_page_names_the_latest_capture():
     assert "none yet" in dom(page.render({"state": OPEN}, now=NOW)).find(id="captures").text
 
 
+@pytest.mark.parametrize(("checked", "shown"), [
+    ({"at": NOW - 120, "overdue": False}, "(2 min ago)"),
+    ({"at": NOW - 900, "overdue": True}, "overdue: the next gap in traffic asks one"),
+    (None, "not since this sentinel started"),
+    ({"at": "<script>alert(1)</script>", "overdue": True}, "not since this sentinel started"),
+    ("<b>x</b>", "not since this sentinel started"),
+])
+def test_the_page_shows_how_long_the_gate_went_without_checking_answers(checked, shown):
+    tree = dom(page.render({"state": OPEN, "answers_checked": checked}, now=NOW))
+    text = tree.find(id="answers-checked").text
+    assert shown in text and "<script>" not in page.render({"state": OPEN, "answers_checked": checked}, now=NOW)
+
+
 # --- served by the sentinel ---------------------------------------------------------------------------------
 def request(port: int, path: str, method: str = "GET"):
     req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method,
