@@ -50,7 +50,7 @@ def test_a_wrong_answer_after_admission_closes_the_gate_until_a_fresh_verdict_pa
     assert stack.result.admitted, stack.result.reason
     admitted = stack.verdict()
     shown = admitted["full"]["verification"]["answers"]
-    assert shown["set_version"] == 1 and shown["right"] == shown["of"] and shown["warm"]["text"] == shown["cold"]["text"]
+    assert shown["set_version"] == 2 and shown["right"] == shown["of"] and shown["warm"]["text"] == shown["cold"]["text"]
     runs_before = admitted["full_runs"]
 
     stack.engine_admin("/admin/faults", {"faults": ["answers-garbled"]})

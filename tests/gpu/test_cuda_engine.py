@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from sparkgate.evidence import answers
 from tests.real import gate
 
 ENGINE_CHECKS = ("engine.health", "engine.identity", "engine.architecture", "engine.batch1", "engine.probe_report",
@@ -124,3 +125,35 @@ def test_fp8_linear_layers_serve_and_say_so(launch_result):
     checks = result.checks("baseline")
     assert checks["engine.health"].passed
     assert result.after["server_info"]["quantization"] == "fp8"
+
+
+# --- baseline agreement by log-probability on CUDA (docs/checks/answers.md) --------------------------------------
+
+def replies_tokens(result, profile: str) -> dict[str, list]:
+    shown = result.verdicts[profile].answers
+    return {reply["id"]: reply["tokens"] for reply in [shown["cold"], *shown["replies"], shown["warm"]]}
+
+
+def agreement_with(ours: dict[str, list], baseline: dict[str, list]) -> tuple[dict, float]:
+    verdicts = {qid: answers.agreement(ours[qid], baseline[qid], right=True) for qid in baseline}
+    return verdicts, max((v.get("max_delta_nats", 0.0) for v in verdicts.values()), default=0.0)
+
+
+@pytest.mark.parametrize(("name", "profile"), [("dense-eager", "baseline"), ("standalone-self", "mtp")])
+def test_a_healthy_variation_agrees_with_the_graph_baseline_by_log_probability(launch_result, name, profile):
+    """Eager decode and self-drafting speculation compute the same model: every reply agrees with the decode-graph
+    engine's under the tolerance, with the real engines' log-probabilities (right or not: the weights are random)."""
+    verdicts, worst = agreement_with(replies_tokens(launch_result(name), profile),
+                                     replies_tokens(launch_result("dense-graphs"), "baseline"))
+    print(f"\n{name} vs dense-graphs: max |delta logprob| {worst} nats over {len(verdicts)} replies")
+    assert all(v["agrees"] for v in verdicts.values()), verdicts
+
+
+def test_fp8_linear_layers_move_log_probabilities_by_a_measured_amount(launch_result):
+    """A measurement, printed: how far FP8 weights (every linear layer, not only the head) move a tiny random model's
+    log-probabilities from the BF16 engine's."""
+    verdicts, worst = agreement_with(replies_tokens(launch_result("dense-fp8"), "baseline"),
+                                     replies_tokens(launch_result("dense-graphs"), "baseline"))
+    agree = sum(v["agrees"] for v in verdicts.values())
+    print(f"\ndense-fp8 vs dense-graphs: {agree}/{len(verdicts)} replies agree, max |delta logprob| {worst} nats")
+    assert all(tokens for tokens in replies_tokens(launch_result("dense-fp8"), "baseline").values())

@@ -56,7 +56,7 @@ BASE_ARGS = (
     "--sampling-backend", "pytorch",
     "--disable-cuda-graph",
     "--mem-fraction-static", "0.3",
-    "--max-total-tokens", "4096",
+    "--max-total-tokens", "8192",
     "--chunked-prefill-size", "1024",
     "--skip-server-warmup",
     "--sleep-on-idle",

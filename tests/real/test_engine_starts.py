@@ -99,7 +99,7 @@ def test_dense_metrics(dense_engine, dense_launch):
     generated = samples(text, "sglang:generation_tokens_total")
     assert generated and all(labels["model_name"] == dense_launch.served_model_name for labels, _ in generated)
     assert sum(value for _, value in generated) >= 4
-    assert [value for _, value in samples(text, "sglang:max_total_num_tokens")] == [4096.0]
+    assert [value for _, value in samples(text, "sglang:max_total_num_tokens")] == [8192.0]
     assert [value for _, value in samples(text, "sglang:spec_num_steps")] == [0.0]
 
 

@@ -22,6 +22,7 @@ from importlib.metadata import version
 
 import pytest
 
+from sparkgate.evidence import answers
 from sparkgate.evidence.results import Verdict
 from tests.real import gate
 from tests.real.engine import Launch, RealEngine
@@ -256,7 +257,7 @@ def test_a_random_weight_engine_is_engaged_and_refused_by_the_answers_checks(den
     for wrong in correct.observed["wrong"]:  # each question shown with its expected and the real received text
         assert wrong["question"] and wrong["expected"] and isinstance(wrong["received"], str)
         assert not wrong["received"].startswith("POST ")  # answered, not an error
-    assert dense_verdicts["reference"].as_dict()["answers"]["set_version"] == 1
+    assert dense_verdicts["reference"].as_dict()["answers"]["set_version"] == 2
 
 
 def test_greedy_replies_repeat_on_the_real_engine_with_and_without_speculation(dense_verdicts, nextn_on_verdicts):
@@ -265,6 +266,44 @@ def test_greedy_replies_repeat_on_the_real_engine_with_and_without_speculation(d
     for verdict in (dense_verdicts["reference"], *nextn_on_verdicts.values()):
         check = gate.by_name(verdict)["answers.greedy_repeatable"]
         assert check.passed, check.observed
+
+
+def _replies(verdict: Verdict) -> dict[str, dict]:
+    shown = verdict.as_dict()["answers"]
+    return {r["id"]: r for r in [shown["cold"], *shown["replies"], shown["warm"]]}
+
+
+def test_the_long_and_multi_turn_questions_run_on_the_real_engine_with_log_probabilities(dense_verdicts,
+                                                                                          nextn_on_verdicts):
+    """The register (about 2,700 tokens with this tokenizer: chunked prefill at 1,024, then the prefix cache for the
+    second question over it) and the multi-turn exchange reach the real SGLang and are answered; every reply comes
+    with one log-probability per completion token and a runner-up no likelier than the greedy choice."""
+    answer_set = answers.answer_set_mod.load()
+    for verdict in (dense_verdicts["reference"], nextn_on_verdicts[f"nextn on / {MTP_PROFILE}"]):
+        replies = _replies(verdict)
+        for question in answer_set.questions:
+            reply = replies[question.id]
+            assert reply["error"] is None and isinstance(reply["text"], str), reply
+            tokens = reply["tokens"]
+            assert tokens is not None and len(tokens) == reply["completion_tokens"], reply
+            assert all(t[2] is None or t[2] <= t[1] + 1e-4 for t in tokens)  # greedy: the chosen token is the argmax
+            if question.document:
+                assert reply["prompt_tokens"] > 2000  # over two prefill chunks of 1,024, many 64-token pages
+            if question.history:
+                assert reply["prompt_tokens"] > 100
+
+
+def test_speculation_keeps_the_log_probabilities_within_the_tolerance_of_the_same_model_without_it(
+        nextn_off_verdicts, nextn_on_verdicts):
+    """The same tiny checkpoint with and without NEXTN: greedy verification is lossless, so every reply (right or
+    not: the weights are random) agrees with the non-speculative one by the baseline-agreement rule, with the real
+    engines' log-probabilities. The tolerance refuses no healthy pair."""
+    off, on = (_replies(v[f"nextn {s} / {MTP_PROFILE}"]) for v, s in ((nextn_off_verdicts, "off"),
+                                                                       (nextn_on_verdicts, "on")))
+    verdicts = {qid: answers.agreement(on[qid]["tokens"], off[qid]["tokens"], right=True) for qid in off}
+    assert all(v["agrees"] for v in verdicts.values()), verdicts
+    worst = max(v.get("max_delta_nats", 0.0) for v in verdicts.values())
+    print(f"\nNEXTN vs none, {len(verdicts)} replies: max |delta logprob| {worst} nats")
 
 
 # --- captures of real verdicts (docs/field-reports.md) ----------------------------------------------------------

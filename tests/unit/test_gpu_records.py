@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkgate.evidence import logs, metrics
+from sparkgate.evidence import answers, logs, metrics
 from sparkgate.evidence.recording import replay
 from sparkgate.sglang import conformance as C
 from tests.gpu import records
@@ -110,6 +110,23 @@ def test_a_nextn_draft_that_never_agrees_on_moe_is_caught_on_client_traffic():
     probes = [c for c in after if c["name"] == "sentinel.accept_probe"]
     assert probes and not probes[0]["passed"], probes
     assert probes[0]["observed"]["trigger"] == "collapse on client traffic", probes[0]
+
+
+def recorded_tokens(name: str, profile: str) -> dict[str, list]:
+    """Each reply's [token, logprob, runner-up logprob] as the real CUDA engine returned them, by question."""
+    shown = records.recordings(name)[profile].verdict["answers"]
+    return {reply["id"]: reply["tokens"] for reply in [shown["cold"], *shown["replies"], shown["warm"]]}
+
+
+@pytest.mark.parametrize(("name", "profile"), [("dense-eager", "baseline"), ("standalone-self", "mtp")])
+def test_healthy_cuda_variations_agree_with_the_graph_baseline_by_log_probability(name, profile):
+    """The baseline-agreement tolerance, held to real CUDA evidence: eager decode and self-drafting speculation give
+    the decode-graph engine's tokens with log-probabilities within TOKEN_TOLERANCE_NATS (docs/checks/answers.md)."""
+    baseline, ours = recorded_tokens("dense-graphs", "baseline"), recorded_tokens(name, profile)
+    assert set(ours) == set(baseline) and all(baseline.values())
+    for qid in baseline:
+        verdict = answers.agreement(ours[qid], baseline[qid], right=True)
+        assert verdict["agrees"], (qid, verdict)
 
 
 def test_fp8_linear_layers_on_cuda_leave_the_lm_head_unquantized():

@@ -58,7 +58,7 @@ def test_unreadable_floor_is_an_error_not_a_missing_floor(tmp_path):
 def test_the_baseline_verdicts_right_replies_are_recorded_with_the_floor_and_reach_the_expectations(tmp_path):
     from sparkgate.bundle import expectations
     from sparkgate.profile import loading as profiles
-    gate = {"state": "open", "answers": {"set_version": 1, "read_as": {"add-47-38": "85"},
+    gate = {"state": "open", "answers": {"set_version": 2, "read_as": {"add-47-38": "85"},
                                          "texts": {"add-47-38": "85"}}}
     with_gate = summary()
     with_gate["environment"]["gate"] = gate
