@@ -5,8 +5,6 @@ same) does not."""
 
 from __future__ import annotations
 
-import pytest
-
 from sparkgate.evidence import answers
 from sparkgate.evidence.client import EngineClient
 

@@ -518,6 +518,6 @@ def test_a_mis_scaled_fp8_head_keeps_every_answer_and_flattens_every_logprob(sta
         body = {**_body(healthy, question, 96), "logprobs": True, "top_logprobs": 2}
         ok, bad = (s.post("/v1/chat/completions", body).json()["choices"][0] for s in (healthy, off))
         assert ok["message"]["content"] == bad["message"]["content"] == expected
-        deltas = [a["logprob"] - b["logprob"] for a, b in zip(ok["logprobs"]["content"], bad["logprobs"]["content"])]
+        deltas = [a["logprob"] - b["logprob"] for a, b in zip(ok["logprobs"]["content"], bad["logprobs"]["content"], strict=True)]
         assert min(deltas) > 2.0
     assert "scale" not in off.log() + off.stderr()
