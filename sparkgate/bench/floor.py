@@ -62,6 +62,15 @@ def record(summary: dict, run_dir: Path, margin: float = 0.0) -> tuple[Path, dic
     }
     answers = (summary.get("environment", {}).get("gate") or {}).get("answers")
     if answers and answers.get("texts"):
-        # The baseline engine's answers, from the verdict that admitted it: stacked profiles must agree.
+        # The baseline engine's answers, from the verdict that admitted it: stacked profiles must agree, by the
+        # log-probabilities of each right reply (answers.baseline_agreement). A record without them could never
+        # vouch for anything, and re-recording would never fix it: refused here, where the cause is known.
+        logprobs = answers.get("logprobs") if isinstance(answers.get("logprobs"), dict) else {}
+        missing = sorted(qid for qid in answers["texts"] if not logprobs.get(qid))
+        if missing:
+            raise FloorError(f"the baseline verdict's right replies carry no log-probabilities ({', '.join(missing[:3])}"
+                             f"{', ...' if len(missing) > 3 else ''}): the engine did not honour `logprobs` on "
+                             "/v1/chat/completions; a stacked profile could not be compared with it. Check the "
+                             "engine image (SGLang returns them with speculative decoding too) and record again")
         entry["answers"] = {**answers, "recorded_at": entry["recorded_at"]}
     return store(target, entry), entry

@@ -23,6 +23,7 @@ as the MTP acceptance probe: `sentinel.answer_probe` (see `start_rechecks` / `re
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -57,9 +58,11 @@ MAX_SKIPPED_PROBES = 3
 PROBE_EVERY_PERIODS = 6
 # Bounded staleness: traffic that never leaves a whole idle period would keep the probe from ever asking. After
 # this many periods without an answered probe (10 min at the default 5 s period) the probe goes at the next gap
-# instead: a reading with nothing running or queued, tokens decoded during the period or not. It may then wait
-# behind a client's request that had just begun (batch 1); a probe that times out while the engine kept decoding
-# other requests' tokens is deferred, not counted as unanswered.
+# instead: a reading with nothing running or queued, tokens decoded during the period or not; after twice as many it
+# goes whatever the gauges say, and waits its turn behind the client (batch 1). A probe that times out while the
+# engine decoded more tokens than the probe itself could (others' tokens: it was serving, not wedged) is deferred,
+# not counted as unanswered; after MAX_SKIPPED_PROBES deferrals in a row the next probe waits its turn with the
+# whole REQUEST_TIMEOUT_S, and a timeout then counts.
 MAX_UNCHECKED_PERIODS = 120
 GENERATION_TOKENS = C.metric("generation_tokens")
 SHOWN_CHARS = 120
@@ -81,23 +84,37 @@ class LogprobsUnreadable(ValueError):
 
 
 def read_logprobs(choice: dict) -> list[list]:
-    """[token, logprob, runner-up logprob or None] per generated token, from an OpenAI chat choice's
-    `logprobs.content` (untrusted: every field type-checked, finite, at most 0)."""
+    """[token, logprob, runner-up logprob or None, runner-up token or None] per generated token, from an OpenAI chat
+    choice's `logprobs.content` (untrusted: every field type-checked, finite, at most 0). A token is named by its
+    `bytes` where they are not its text's (byte-level pieces that all display as U+FFFD stay apart)."""
     logprobs = choice.get("logprobs")
     content = logprobs.get("content") if isinstance(logprobs, dict) else None
     if not isinstance(content, list) or len(content) > MAX_LOGPROB_TOKENS:
         raise LogprobsUnreadable("no choices[0].logprobs.content list (is `logprobs` honoured by this engine?)")
     tokens = []
     for at, item in enumerate(content):
-        token, value = (item.get("token"), item.get("logprob")) if isinstance(item, dict) else (None, None)
-        if not isinstance(token, str) or not _is_logprob(value):
+        token, value = (_token_name(item), item.get("logprob")) if isinstance(item, dict) else (None, None)
+        if token is None or not _is_logprob(value):
             raise LogprobsUnreadable(f"logprobs.content[{at}] is not a token with a finite logprob <= 0")
         top = item.get("top_logprobs")
-        others = [t.get("logprob") for t in top if isinstance(t, dict) and t.get("token") != token] \
-            if isinstance(top, list) else []
-        runner_up = max((v for v in others if _is_logprob(v)), default=None)
-        tokens.append([token[:64], round(float(value), 4), None if runner_up is None else round(float(runner_up), 4)])
+        others = [(t.get("logprob"), _token_name(t)) for t in top if isinstance(t, dict)] if isinstance(top, list) else []
+        others = [(v, name) for v, name in others if name is not None and name != token and _is_logprob(v)]
+        runner_up = max(others, default=None, key=lambda pair: pair[0])
+        tokens.append([token, round(float(value), 4), None if runner_up is None else round(float(runner_up[0]), 4),
+                       None if runner_up is None else runner_up[1]])
     return tokens
+
+
+def _token_name(item: dict) -> str | None:
+    """The token's text, or `0x<hex>` of its bytes when they are not its text's; None when it has no text."""
+    text, raw = item.get("token"), item.get("bytes")
+    if not isinstance(text, str):
+        return None
+    byte_list = isinstance(raw, list) and len(raw) <= 64 and all(
+        isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 255 for b in raw)
+    if byte_list and bytes(raw) != text.encode("utf-8", "surrogatepass"):
+        return "0x" + bytes(raw).hex()
+    return text[:64]
 
 
 def _is_logprob(value) -> bool:
@@ -308,25 +325,33 @@ def _repeatable(answers: AnswersResult, source: str) -> CheckResult:
 
 def agreement(ours: list[list] | None, baseline: list[list] | None, right: bool) -> dict:
     """One reply against the baseline's reply to the same question, by their tokens' log-probabilities
-    (module doc): {"agrees": bool, "how": why, in words}."""
+    (module doc): {"agrees": bool, "how": why, in words, "max_delta_nats"}."""
     if not ours or not baseline:
         return {"agrees": False, "how": "no log-probabilities " + ("in this reply" if not ours else "recorded")}
     worst, worst_at = 0.0, None
     for at, (mine, theirs) in enumerate(zip(ours, baseline, strict=False)):
         if mine[0] != theirs[0]:
             margin = None if theirs[2] is None else theirs[1] - theirs[2]
-            near_tie = margin is not None and margin <= NEAR_TIE_NATS
+            near_tie = margin is not None and 0.0 <= margin <= NEAR_TIE_NATS
+            # A near-tie moved, not another token altogether: the reply took the baseline's runner-up, or (a tie of
+            # more than two, where `top_logprobs: 2` shows one other each) its own runner-up is the baseline's token
+            # and it was torn between the two as well.
+            torn = mine[2] is not None and 0.0 <= mine[1] - mine[2] <= NEAR_TIE_NATS
+            runner_up = mine[0] == theirs[3] or (mine[3] == theirs[0] and torn)
             how = (f"left the baseline's tokens at token {at} ({mine[0]!r} for {theirs[0]!r}), where the baseline's "
                    f"top two were {'?' if margin is None else round(margin, 3)} nats apart")
-            if near_tie and not right:
+            if near_tie and not runner_up:
+                how += f", with a token other than the baseline's runner-up ({theirs[3]!r})"
+            if near_tie and runner_up and not right:
                 how += ", and the reply is wrong"
-            return {"agrees": near_tie and right and worst <= TOKEN_TOLERANCE_NATS, "how": how,
-                    "max_delta_nats": round(worst, 3)}
+            agrees = near_tie and runner_up and right and worst <= TOKEN_TOLERANCE_NATS
+            return {"agrees": agrees, "how": how, "max_delta_nats": round(worst, 3)}
         delta = abs(mine[1] - theirs[1])
         if delta > worst:
             worst, worst_at = delta, at
     if len(ours) != len(baseline):
-        return {"agrees": False, "how": f"{len(ours)} tokens where the baseline has {len(baseline)}, same prefix"}
+        return {"agrees": False, "how": f"{len(ours)} tokens where the baseline has {len(baseline)}, same prefix",
+                "max_delta_nats": round(worst, 3)}
     how = f"same {len(ours)} tokens, max |delta logprob| {round(worst, 3)} nats"
     if worst_at is not None and worst > TOKEN_TOLERANCE_NATS:
         how += f" at token {worst_at} ({ours[worst_at][0]!r}: {ours[worst_at][1]} vs {baseline[worst_at][1]})"
@@ -347,14 +372,17 @@ def _agreement(answers: AnswersResult, answer_set: AnswerSet, baseline: dict, so
     observed = {"agree": len(shared) - len(differing), "of": len(shared), "share": round(share, 3),
                 "max_delta_nats": worst, "differing": differing, "baseline_recorded_at": baseline.get("recorded_at")}
     same_set = baseline.get("set_version") == answers.set_version
-    ok = same_set and bool(shared) and share >= answer_set.baseline_agreement_min
+    # A record of only a few right replies cannot vouch for the rest: it must cover the share the check asks of.
+    needed = math.ceil(answer_set.baseline_agreement_min * len(answer_set.every_question()))
+    ok = same_set and len(shared) >= needed and share >= answer_set.baseline_agreement_min
     hint = ("this profile's replies are not the baseline engine's on this host (same questions, greedy): where the "
             "tokens match, their probabilities moved beyond what FP8 rounding does (a mis-scaled FP8 head, kernels "
             "that compute wrongly); where they differ, the baseline was not torn between two tokens. " + LIKELY_GARBLE)
-    if not same_set or not shared:
+    if not same_set or len(shared) < needed:
         hint = (f"the recorded baseline answers are of answer set {baseline.get('set_version')} (this sparkgate asks "
-                f"set {answers.set_version}) or hold no log-probabilities: re-record with `invoke bench --profile "
-                "baseline --record-floor`")
+                f"set {answers.set_version}) or hold log-probabilities of {len(shared)} right replies (at least "
+                f"{needed} needed): re-record with `invoke bench --profile baseline --record-floor` on a baseline "
+                "engine that answers right")
     return checked(
         "answers.baseline_agreement", ok, observed,
         f">= {answer_set.baseline_agreement_min:.0%} of the baseline's right replies agree: the same tokens, each "
@@ -365,9 +393,9 @@ def _agreement(answers: AnswersResult, answer_set: AnswerSet, baseline: dict, so
 
 
 def _well_formed(tokens: list) -> list[list] | None:
-    """A recorded baseline reply's tokens, each [str, logprob, logprob or None]; None when any is not."""
-    ok = all(isinstance(t, list) and len(t) == 3 and isinstance(t[0], str) and _is_logprob(t[1])
-             and (t[2] is None or _is_logprob(t[2])) for t in tokens)
+    """A recorded baseline reply's tokens, each [str, logprob, logprob or None, str or None]; None when any is not."""
+    ok = all(isinstance(t, list) and len(t) == 4 and isinstance(t[0], str) and _is_logprob(t[1])
+             and (t[2] is None or _is_logprob(t[2])) and (t[3] is None or isinstance(t[3], str)) for t in tokens)
     return tokens if ok and len(tokens) <= MAX_LOGPROB_TOKENS else None
 
 
@@ -416,8 +444,10 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
     idle = activity_mod.idle(previous, now)
     clock = time.monotonic()
     due = clock - state.get("last_probe_at", 0.0) >= PROBE_EVERY_PERIODS * ctx.period_s
-    overdue = clock - state.get("answered_at", 0.0) >= MAX_UNCHECKED_PERIODS * ctx.period_s
-    gap = idle or (overdue and previous is not None and not now.busy)
+    unchecked = clock - state.get("answered_at", 0.0)
+    overdue = unchecked >= MAX_UNCHECKED_PERIODS * ctx.period_s
+    long_overdue = unchecked >= 2 * MAX_UNCHECKED_PERIODS * ctx.period_s
+    gap = idle or (previous is not None and (long_overdue or (overdue and not now.busy)))
     rotation = state.get("rotation") or []
     if not (gap and due):
         return []
@@ -432,27 +462,34 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
     state["next_index"] = state.get("next_index", 0) + 1
     scale = float(ctx.expectations.get("time_scale") or 1.0)
     before = samples
+    waits_its_turn = state.get("deferred", 0) >= MAX_SKIPPED_PROBES
+    # A re-check finishes inside about one period, unless earlier probes were deferred behind client traffic.
+    timeout_s = max(5.0, REQUEST_TIMEOUT_S * scale) if waits_its_turn else max(2.0, ctx.period_s)
     reply = ask(ctx.client, ctx.expectations["engine"]["served_model_name"], answer_set, question, scale,
-                timeout_s=max(2.0, ctx.period_s))  # a re-check finishes inside about one period
+                timeout_s=timeout_s)
     if ctx.own_traffic is not None:
         ctx.own_traffic.note(ctx.client, before)  # this request is the sentinel's, not a client's (mtp_recheck.py)
     after = activity_mod.fresh(ctx.client)
     state.update(last_probe_at=time.monotonic(), previous_activity=after)
     observed = {**reply.shown(), "question_id": reply.id,
                 "same_text_as_admission": reply.text == state["admitted_texts"].get(reply.id),
-                "asked_at": "idle period" if idle else "first gap after the probe was overdue"}
+                "asked_at": "idle period" if idle else "overdue: at the first gap" if not long_overdue and not now.busy
+                else "overdue: waiting its turn behind client traffic"}
     if reply.timed_out:
-        served = after is not None and after.decode_tokens > now.decode_tokens
-        state["skipped"] = state.get("skipped", 0) + (0 if served else 1)
-        observed["skipped_in_a_row"] = state["skipped"]
-        observed["engine_decoded_meanwhile"] = served
+        # More tokens decoded than this probe could have made itself: the engine served other requests meanwhile.
+        served = after is not None and after.decode_tokens - now.decode_tokens > question.max_tokens
+        deferred = served and not waits_its_turn
+        state["deferred"] = state.get("deferred", 0) + 1 if deferred else 0
+        state["skipped"] = state.get("skipped", 0) + (0 if deferred else 1)
+        observed.update(skipped_in_a_row=state["skipped"], engine_decoded_meanwhile=served,
+                        deferred_in_a_row=state["deferred"])
         return [checked(
             "sentinel.answer_probe", state["skipped"] < MAX_SKIPPED_PROBES, observed,
             f"{expected}; fewer than {MAX_SKIPPED_PROBES} probes in a row without an answer", source,
             f"{MAX_SKIPPED_PROBES} probes in a row got no answer within their timeout: the engine no longer "
             "answers a short question (a wedged decode, or traffic that never pauses); check `invoke logs`",
         )]
-    state["skipped"] = 0
+    state["skipped"] = state["deferred"] = 0
     if reply.correct and not reply.error:
         state.update(answered_at=time.monotonic(), answered_wall=time.time())
     hint = ("the engine answered a fixed question wrong after admission (the admitting verdict read this very "

@@ -9,7 +9,8 @@ A reply is **right** when, after normalising it - the part after any `</think>`,
 2. states **no other candidate answer**: every other number is one of the question's own, in a restatement
    before the result marker (`47 plus 38 is 85`, `91-46=45`, `3.5 km = 3500 m`, `There are 360 minutes in 6 hours`);
    an answer that equals one of the question's numbers (`144 divided by 12` is `12`) is judged by that position,
-   not by presence, so `144 divided by 12 is 144` and `12 divided by 144` are wrong;
+   not by presence, so `144 divided by 12 is 144` and `12 divided by 144` are wrong; a restatement of one operation
+   must compute the stated result (`417 + 25 = 442`, not `5093 + 25 = 442`);
 3. adds only **allowed words**: the question's own words with their inflections (`has` for `have`, `is` for `are`,
    plurals) except its asking words (`how`, `many`, `what`, ...: an echo or a salad of the prompt carries them), unit
    names and their abbreviations (`km`, `m`, `kg`, `g`, `h`, `min`, `s`), and the connective words of ALLOWED_WORDS;
@@ -189,12 +190,31 @@ def read_integer(prompt: str, answer: str, reply: str) -> tuple[bool, str | None
             return False, stated
         if right_nums:  # "<restatement> is <answer> [<the question's quantities>]"
             ok = (right_nums[0] == want and all(n in given for n in right_nums[1:]) and want not in right_nums[1:]
-                  and all(n in given for n in left_nums))
+                  and all(n in given for n in left_nums) and _restatement_holds(left, want))
         else:  # "<answer> is the answer"
             ok = left_nums == [want] and not any(t.kind == "op" for t in left)
     else:
         ok = nums == [want] and not any(t.kind == "op" for t in toks)
     return ok, want if ok else stated
+
+
+_OPERATION = {"+": "+", "plus": "+", "-": "-", "−": "-", "minus": "-", "×": "*", "*": "*", "times": "*",
+              "multiplied": "*", "÷": "/", "/": "/", "divided": "/", "over": "/"}
+
+
+def _restatement_holds(left: list[Token], want: str) -> bool:
+    """A restatement of one operation (`417 + 25`, `47 plus 38`, `144 divided by 12`) must compute the stated
+    result: `5093 + 25 = 442` restates numbers of the question but is wrong arithmetic. Any other form is not
+    computed (its numbers are still the question's own)."""
+    kept = [t for t in left if t.kind == "num" or t.text in _OPERATION]
+    if len(kept) != 3 or kept[0].kind != "num" or kept[2].kind != "num" or kept[1].text not in _OPERATION:
+        return True
+    try:
+        a, b, result = Decimal(kept[0].text), Decimal(kept[2].text), Decimal(want)
+        value = {"+": a + b, "-": a - b, "*": a * b, "/": a / b if b else None}[_OPERATION[kept[1].text]]
+    except (InvalidOperation, ArithmeticError):
+        return False
+    return value is not None and value == result
 
 
 def _stated(toks: list[Token]) -> str | None:

@@ -113,15 +113,19 @@ def test_a_nextn_draft_that_never_agrees_on_moe_is_caught_on_client_traffic():
 
 
 def recorded_tokens(name: str, profile: str) -> dict[str, list]:
-    """Each reply's [token, logprob, runner-up logprob] as the real CUDA engine returned them, by question."""
-    shown = records.recordings(name)[profile].verdict["answers"]
+    """Each reply's tokens and log-probabilities as the real CUDA engine returned them, read by the current code
+    (a replay of the recorded answers), by question."""
+    shown = replay(records.recordings(name)[profile]).as_dict()["answers"]
     return {reply["id"]: reply["tokens"] for reply in [shown["cold"], *shown["replies"], shown["warm"]]}
 
 
-@pytest.mark.parametrize(("name", "profile"), [("dense-eager", "baseline"), ("standalone-self", "mtp")])
+@pytest.mark.parametrize(("name", "profile"), [("dense-eager", "baseline"), ("standalone-self", "mtp"),
+                                              ("dense-fp8", "baseline")])
 def test_healthy_cuda_variations_agree_with_the_graph_baseline_by_log_probability(name, profile):
-    """The baseline-agreement tolerance, held to real CUDA evidence: eager decode and self-drafting speculation give
-    the decode-graph engine's tokens with log-probabilities within TOKEN_TOLERANCE_NATS (docs/checks/answers.md)."""
+    """The baseline-agreement tolerance, held to real CUDA evidence: eager decode, self-drafting speculation and FP8
+    linear layers give the decode-graph engine's tokens with log-probabilities within TOKEN_TOLERANCE_NATS, leaving
+    them only for the baseline's runner-up at a near-tie (docs/checks/answers.md). The replies count as right here:
+    the weights are random, and what is held is the numerics, not the answers."""
     baseline, ours = recorded_tokens("dense-graphs", "baseline"), recorded_tokens(name, profile)
     assert set(ours) == set(baseline) and all(baseline.values())
     for qid in baseline:

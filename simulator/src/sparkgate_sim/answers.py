@@ -25,7 +25,9 @@ the checker) and writes it, one whitespace-separated word per token, then stops 
 - word problems of a few plain steps, every clause of which it reads: "<someone> has / bakes / buys / travels
   ..." adds, "sells / gives / eats / uses ..." subtracts, with amounts "45 stickers", "3 packs of 12 stickers
   each" (3 x 12) or "at 80 kilometers per hour for 3 hours" (80 x 3), a clause without a verb taking the one
-  before it; the last sentence asks "How many ...?". One clause it cannot read and the problem is not answered.
+  before it; the last sentence asks "How many <thing> does <who> have / travel [left / now / in total]?", where
+  every clause counts that thing and <who> is the first clause's subject or a pronoun. One clause it cannot read,
+  another thing counted or asked about, or a total below zero, and the problem is not answered.
 
 Recognition is strict: each sentence of the text (split at `.`, `?` or `!` before whitespace, never inside
 a number) is matched as a whole against those shapes, so a word problem ("A baker makes 24 rolls per tray
@@ -43,6 +45,7 @@ dropped, repeated or replaced by a wrong one. It is a pure function of the quest
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -434,9 +437,10 @@ _CLAUSES = re.compile(r",? and |, ")
 _RECALL = re.compile(rf"what(?: is|'s) the (?P<attr>[a-z][a-z ]*?) of (?P<entity>[a-z]+ \d+){_END}")
 _RECALL_MINE = re.compile(rf"what(?: is|'s) my (?P<attr>[a-z][a-z ]*?){_END}")
 _AMBIGUOUS = "ambiguous"
+MAX_TOLD_SENTENCES = 2000  # a longer text's later facts are not read (a register of the answer set has 101)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Told:
     """The facts a text states: "the <attr> of <entity> is <n>" and "my <attr> is <n>"; a fact stated with two
     values is ambiguous and answers nothing."""
@@ -448,7 +452,7 @@ class _Told:
     def read(cls, text: str) -> _Told:
         facts: dict[tuple[str, str], str] = {}
         mine: dict[str, str] = {}
-        for sentence in sentences(text):
+        for sentence in sentences(text)[:MAX_TOLD_SENTENCES]:
             key = _normalize(sentence)
             match = _FACT.fullmatch(key)
             if match is not None:
@@ -460,11 +464,15 @@ class _Told:
         return cls(facts, mine)
 
     def substituted(self, key: str) -> str:
-        """`my locker number` read as the number it was told to be (longest attribute first)."""
-        for attr in sorted(self.mine, key=len, reverse=True):
-            if self.mine[attr] != _AMBIGUOUS:
-                key = re.sub(rf"\bmy {re.escape(attr)}\b", self.mine[attr], key)
-        return key
+        """`my locker number` read as the number it was told to be (longest attribute first, one pattern)."""
+        if "my " not in key or self.pattern is None:
+            return key
+        return self.pattern.sub(lambda m: self.mine[m.group(1)], key)
+
+    @functools.cached_property
+    def pattern(self) -> re.Pattern | None:
+        told = sorted((attr for attr, value in self.mine.items() if value != _AMBIGUOUS), key=len, reverse=True)
+        return re.compile(rf"\bmy ({'|'.join(re.escape(attr) for attr in told)})\b") if told else None
 
     def recall(self, key: str) -> Answer | None:
         match = _RECALL.fullmatch(key)
@@ -486,43 +494,53 @@ _ADDS = frozenset({"has", "have", "bakes", "makes", "buys", "gets", "collects", 
                    "finds", "travels", "drives", "walks", "rides", "reads", "writes"})
 _SUBTRACTS = frozenset({"sells", "gives", "eats", "uses", "loses", "spends", "donates"})
 _STEPS = re.compile(r",? then |, and |, ")
-_EACH = re.compile(r"(?P<n>\d+) [a-z]+ of (?P<m>\d+) [a-z]+ each")
-_RATE = re.compile(r"at (?P<n>\d+) [a-z]+ (?:per|an|a) (?P<per>hour|day|minute) for (?P<m>\d+) (?P<unit>hours|days|minutes)")
-_COUNTED = re.compile(r"(?P<n>\d+) [a-z]+(?: (?:to|from|for|at|on) [a-z' ]+)?")
-_HOW_MANY = re.compile(r"how many [a-z]+ [a-z' ]+\?")
+_EACH = re.compile(r"(?P<n>\d+) [a-z]+ of (?P<m>\d+) (?P<thing>[a-z]+) each")
+_RATE = re.compile(r"at (?P<n>\d+) (?P<what>[a-z]+) (?:per|an|a) (?P<per>hour|day|minute) for (?P<m>\d+) "
+                   r"(?P<unit>hours|days|minutes)")
+_COUNTED = re.compile(r"(?P<n>\d+) (?P<thing>[a-z]+)(?: (?:to|from|for|at|on) [a-z' ]+)?")
+_HOW_MANY = re.compile(r"how many (?P<noun>[a-z]+) (?:does|do) (?P<who>[a-z]+) (?:have|has|travel|drive|walk|ride)"
+                       r"(?: left| now| in total| altogether)?\?")
+_PRONOUNS = frozenset({"he", "she", "it", "they"})
 
 
-def _amount_of(words: str) -> int | None:
+def _amount_of(words: str) -> tuple[int, str] | None:
+    """(the amount, what it counts) of a clause's object."""
     match = _EACH.fullmatch(words)
     if match is not None:
-        return int(match.group("n")) * int(match.group("m"))
+        return int(match.group("n")) * int(match.group("m")), match.group("thing")
     match = _RATE.fullmatch(words)
     if match is not None and match.group("unit").startswith(match.group("per")):
-        return int(match.group("n")) * int(match.group("m"))
+        return int(match.group("n")) * int(match.group("m")), match.group("what")
     match = _COUNTED.fullmatch(words)
-    return int(match.group("n")) if match is not None else None
+    return (int(match.group("n")), match.group("thing")) if match is not None else None
 
 
 def _word_problem(text: str) -> Answer | None:
-    """A few plain steps, each clause read (module doc); the running total is the answer."""
+    """A few plain steps, each clause read (module doc); the running total is the answer when the question asks
+    for the total of the very thing every clause counts, held by the subject of the first clause (or a pronoun)."""
     parts = sentences(text)
     asks = [i for i, part in enumerate(parts) if _HOW_MANY.fullmatch(_normalize(part))]
     if not asks or asks[0] == 0:
         return None
-    total, verb = 0, None
+    asked = _HOW_MANY.fullmatch(_normalize(parts[asks[0]]))
+    total, verb, subject = 0, None, None
     for sentence in parts[: asks[0]]:
         for clause in _STEPS.split(_normalize(sentence).rstrip(".!")):
             words = clause.split()
             at = next((i for i, word in enumerate(words[:3]) if word in _ADDS | _SUBTRACTS), None)
             if at is not None:
+                subject = subject or (words[at - 1] if at else None)
                 verb, words = words[at], words[at + 1:]
             elif verb is None:
                 return None
             amount = _amount_of(" ".join(words))
-            if amount is None:
+            if amount is None or amount[1] != asked.group("noun"):
                 return None
-            total += amount if verb in _ADDS else -amount
-    return _number_answer(Fraction(total), _normalize(parts[asks[0]])) if total >= 0 else None
+            total += amount[0] if verb in _ADDS else -amount[0]
+    who = asked.group("who")
+    if total < 0 or (who not in _PRONOUNS and who != subject):
+        return None
+    return _number_answer(Fraction(total), _normalize(parts[asks[0]]))
 
 
 # ---------------------------------------------------------------------------------------------- wrong answers

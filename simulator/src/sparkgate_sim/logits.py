@@ -1,16 +1,19 @@
 """Per-token log-probabilities of what the simulated model writes (`logprobs` / `top_logprobs` on the chat route,
 `return_logprob` on /generate): a pure function of the request and the token, as greedy decoding is.
 
-- An answer's tokens (answers.py) are near-certain: log-probability in [-0.04, 0], the runner-up 4 to 9 nats below.
-- Any other token (pseudo-words, tags) is less sure: [-2.05, -0.05], the runner-up 0 to 3 nats below, so some are
-  near-ties.
+- An answer's tokens (answers.py) are near-certain: log-probability about -0.001 to -0.06, the runner-up 4 to 9
+  nats below.
+- Any other token (pseudo-words, tags) is less sure: about -0.1 to -2.1, the runner-up 0 to 3 nats below, so some
+  are near-ties.
 - The FP8 LM head, when engaged, rounds the head's weights: every log-probability moves by up to +-0.04 nats
   (the top token keeps its rank: greedy text is unchanged).
 - `fp8-head-scale-off` (faults.py): the FP8 head applied with a weight scale 4 times too small, so every logit
-  shrinks 4-fold. The top token keeps its rank (greedy text unchanged, so exact-text comparisons and every
-  answer still pass), but the distribution flattens: the chosen token's log-probability falls to lp / 4 - 2.5
-  and the margin to the runner-up to a quarter. Sampling at a temperature then wanders; only the
-  log-probabilities show it.
+  shrinks 4-fold. The top token keeps its rank (greedy text unchanged, so exact-text comparisons and every answer
+  still pass), but the distribution flattens. Modelled on three groups of logits: the chosen token at 0, the
+  runner-up `margin` below, and the rest of Ling's 157,184-token vocabulary at the one logit that gives the chosen
+  token its log-probability; all of them divided by 4, renormalised. Over a vocabulary that large the tail takes
+  most of the mass: a chosen token at -0.01 falls to about -7.8, the margin to a quarter. Sampling at a temperature
+  then wanders; only the log-probabilities show it.
 
 Speculative decoding does not change them (verification is lossless at temperature 0).
 """
@@ -18,13 +21,14 @@ Speculative decoding does not change them (verification is lossless at temperatu
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sparkgate_sim import textgen
 
 SCALE_OFF_FACTOR = 4.0
-SCALE_OFF_SHIFT = 2.5
+LING_VOCAB = 157184
 FP8_ROUNDING_NATS = 0.04
 
 
@@ -39,6 +43,15 @@ def _hash(*parts: object) -> int:
     return int.from_bytes(hashlib.blake2b(material, digest_size=8).digest(), "big")
 
 
+def rescaled(logprob: float, margin: float, factor: float) -> tuple[float, float]:
+    """The chosen token's log-probability and its margin to the runner-up after every logit is multiplied by
+    `factor` (module doc: chosen at 0, runner-up at -margin, the other LING_VOCAB - 2 tokens at one logit -t)."""
+    rest = math.exp(-logprob) - 1.0 - math.exp(-margin)  # the tail's mass relative to the chosen token's
+    tail = math.log(rest / (LING_VOCAB - 2)) if rest > 0 else None  # -t
+    total = 1.0 + math.exp(-factor * margin) + ((LING_VOCAB - 2) * math.exp(factor * tail) if tail is not None else 0.0)
+    return -math.log(total), factor * margin
+
+
 def token_logprobs(seed: int, words: Sequence[str], ids: Sequence[int], answer_at: int | None, answer_len: int,
                    head: Head, top: int) -> tuple[list[tuple[float, int, str]], list[list[tuple[float, int, str]]]]:
     """(output_token_logprobs, output_top_logprobs) as SGLang's meta_info holds them: (logprob, token id, text)
@@ -47,14 +60,16 @@ def token_logprobs(seed: int, words: Sequence[str], ids: Sequence[int], answer_a
     for position, (word, token_id) in enumerate(zip(words, ids, strict=True)):
         h = _hash(seed, position, word)
         answering = answer_at is not None and answer_at <= position < answer_at + answer_len
+        # The runner-up `margin` below, and the rest of the vocabulary holding `tail` times the chosen token's mass.
         if answering:
-            logprob, margin = -(h % 41) / 1000, 4.0 + (h >> 8) % 501 / 100
+            margin, tail = 4.0 + (h >> 8) % 501 / 100, 0.001 + (h % 40) / 1000
         else:
-            logprob, margin = -0.05 - (h % 1001) / 500, (h >> 12) % 301 / 100
-        if head.fp8:
-            logprob = min(0.0, logprob + ((h >> 24) % 81 - 40) / 1000)
+            margin, tail = (h >> 12) % 301 / 100, 0.05 + (h % 1000) / 1000 * 6
+        logprob = -math.log(1.0 + math.exp(-margin) + tail)
         if head.scale_off:
-            logprob, margin = logprob / SCALE_OFF_FACTOR - SCALE_OFF_SHIFT, margin / SCALE_OFF_FACTOR
+            logprob, margin = rescaled(logprob, margin, 1.0 / SCALE_OFF_FACTOR)
+        if head.fp8:
+            logprob = min(-1e-4, logprob + ((h >> 24) % 81 - 40) / 1000)
         logprob = round(logprob, 4)
         runner_up_index = (h >> 32) % textgen.VOCAB_SIZE
         runner_up = textgen.VOCAB[runner_up_index]

@@ -59,7 +59,8 @@ def test_the_baseline_verdicts_right_replies_are_recorded_with_the_floor_and_rea
     from sparkgate.bundle import expectations
     from sparkgate.profile import loading as profiles
     gate = {"state": "open", "answers": {"set_version": 2, "read_as": {"add-47-38": "85"},
-                                         "texts": {"add-47-38": "85"}}}
+                                         "texts": {"add-47-38": "85"},
+                                         "logprobs": {"add-47-38": [["85", -0.01, -6.0, "58"]]}}}
     with_gate = summary()
     with_gate["environment"]["gate"] = gate
     _, entry = floor.record(with_gate, tmp_path / "run")
@@ -71,3 +72,14 @@ def test_the_baseline_verdicts_right_replies_are_recorded_with_the_floor_and_rea
     assert expectations.build(profiles.load("all-three"), "spark", 1.0)["answers"]["baseline"] is None  # per target
     _, entry = floor.record(summary(), tmp_path / "run2")  # a run without the gate's answers records none
     assert "answers" not in entry and floor.recorded_baseline_answers("sim") is None
+
+
+def test_a_baseline_verdict_without_log_probabilities_is_refused_when_recorded_not_later(tmp_path):
+    """Baseline agreement compares log-probabilities: a record without them could never vouch for a stacked
+    profile, and re-recording from the same engine would not fix it. The refusal names the cause now."""
+    with_gate = summary()
+    with_gate["environment"]["gate"] = {"state": "open", "answers": {"set_version": 2, "texts": {"add-47-38": "85"},
+                                                                     "logprobs": {"add-47-38": []}}}
+    with pytest.raises(floor.FloorError, match="carry no log-probabilities \\(add-47-38\\)"):
+        floor.record(with_gate, tmp_path / "run")
+    assert not (tmp_path / "floor.json").exists()  # nothing half-written

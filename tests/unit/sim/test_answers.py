@@ -184,9 +184,24 @@ def test_plain_word_problems_are_worked_out_step_by_step(problem, expected):
     "Mia has 5 stickers. She gives 9 stickers to Ann. How many stickers does Mia have now?",  # below zero
     "A baker bakes 7 trays of 24 rolls each.",  # no question
     "How many rolls are there? A baker bakes 7 trays of 24 rolls each.",  # the question comes first
+    "A baker bakes 7 trays of 24 rolls each. He sells 150 rolls. How many rolls did he sell?",  # not the total
+    "Tom has 5 apples. How many stars does he have?",  # another thing asked about
+    "Tom has 5 apples. He gives 2 apples to Anna. How many apples does Anna have?",  # not the subject
+    "A train travels at 80 kilometers per hour for 3 hours. How many hours does it travel?",
+    "Tom has 5 apples. He eats 2 bananas. How many apples does Tom have?",  # another thing counted
 ])
+
 def test_word_problems_it_cannot_read_whole_are_not_answered(problem):
     assert answers.answer(problem) is None
+
+
+def test_many_told_facts_are_read_in_bounded_time():
+    """Two thousand "my ..." facts (one pattern for all of them, not one per fact) answer at once."""
+    def name(i: int) -> str:
+        return "".join(chr(97 + (i // 26**k) % 26) for k in range(3))
+
+    told = "".join(f"My item {name(i)} is {i}. " for i in range(2000))
+    assert answers.answer(f"{told}What is my item {name(1)} plus 1?").text == "2"
 
 
 @settings(max_examples=300, deadline=None)
@@ -504,7 +519,7 @@ def test_chat_logprobs_come_in_openais_shape_and_are_greedy(sim):
     content_logprobs = first["choices"][0]["logprobs"]["content"]
     assert [t["token"] for t in content_logprobs] == ["391"]
     [token] = content_logprobs
-    assert -0.05 <= token["logprob"] <= 0 and token["bytes"] == list(b"391")
+    assert -0.07 <= token["logprob"] < 0 and token["bytes"] == list(b"391")
     chosen, runner_up = token["top_logprobs"]
     assert chosen["token"] == "391" and runner_up["logprob"] < token["logprob"] - 3  # an answer is near-certain
     assert again["choices"][0]["logprobs"] == first["choices"][0]["logprobs"]
