@@ -60,13 +60,20 @@ def record(summary: dict, run_dir: Path, margin: float = 0.0) -> tuple[Path, dic
         "host": (summary.get("environment", {}).get("host") or {}).get("hostname"),
         "recorded_at": summary.get("finished_at"),
     }
-    answers = (summary.get("environment", {}).get("gate") or {}).get("answers")
+    gate = summary.get("environment", {}).get("gate")
+    answers = (gate or {}).get("answers")
+    if gate is not None and not (isinstance(answers, dict) and answers.get("texts")):
+        # Through a sparkgate gateway the admitting verdict's answers are the baseline stacked profiles are held to:
+        # a floor without them would silently switch answers.baseline_agreement off (and overwrite a good record).
+        raise FloorError("the baseline's gateway verdict holds no right answers to record (answers stage missing or "
+                         "every answer wrong): stacked profiles could not be compared with this baseline; check "
+                         "`invoke status --profile baseline` and record again once its verdict answers right")
     if answers and answers.get("texts"):
         # The baseline engine's answers, from the verdict that admitted it: stacked profiles must agree, by the
         # log-probabilities of each right reply (answers.baseline_agreement). A record without them could never
         # vouch for anything, and re-recording would never fix it: refused here, where the cause is known.
         logprobs = answers.get("logprobs") if isinstance(answers.get("logprobs"), dict) else {}
-        missing = sorted(qid for qid in answers["texts"] if not logprobs.get(qid))
+        missing = sorted(qid for qid in answers["texts"] if not _well_formed_tokens(logprobs.get(qid)))
         if missing:
             raise FloorError(f"the baseline verdict's right replies carry no log-probabilities ({', '.join(missing[:3])}"
                              f"{', ...' if len(missing) > 3 else ''}): the engine did not honour `logprobs` on "
@@ -74,3 +81,10 @@ def record(summary: dict, run_dir: Path, margin: float = 0.0) -> tuple[Path, dic
                              "engine image (SGLang returns them with speculative decoding too) and record again")
         entry["answers"] = {**answers, "recorded_at": entry["recorded_at"]}
     return store(target, entry), entry
+
+
+def _well_formed_tokens(tokens) -> bool:
+    """A recorded reply's tokens as baseline agreement reads them (sparkgate/evidence/answers.py), none missing."""
+    from sparkgate.evidence.answers import well_formed
+
+    return isinstance(tokens, list) and bool(tokens) and well_formed(tokens) is not None

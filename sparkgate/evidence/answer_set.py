@@ -33,6 +33,7 @@ Kind = Literal["integer", "word", "integer_list"]
 # A document is asked about in the same user message, ahead of the question: long enough to span many KV pages
 # (64 tokens each on a Spark), short enough that its prefill stays a fraction of a second there.
 MAX_DOCUMENT_CHARS = 8000
+MAX_REPLY_CHARS = 4000  # far above the longest right reply (the counting list, about 90 characters)
 _ID = r"^[a-z0-9][a-z0-9-]{0,40}$"
 
 
@@ -115,7 +116,10 @@ def load() -> AnswerSet:
 def read(question: Question, reply: str) -> tuple[bool, str | None]:
     """(right, what the judge read), by the contract of sparkgate/evidence/judge.py: the answer stated once in the
     result position, no other candidate, only allowed words, no symbols. What was read is the answer when right,
-    else what the reply stated (its numbers, or its first word)."""
+    else what the reply stated (its numbers, or its first word). A reply longer than any right one could be
+    (MAX_REPLY_CHARS) is wrong unread."""
+    if len(reply) > MAX_REPLY_CHARS:
+        return False, None
     if question.kind == "integer":
         return judge_mod.read_integer(question.judged_text, question.answer, reply)
     if question.kind == "word":

@@ -364,7 +364,7 @@ def _agreement(answers: AnswersResult, answer_set: AnswerSet, baseline: dict, so
     recorded = baseline.get("logprobs") if isinstance(baseline.get("logprobs"), dict) else {}
     ours = {r.id: r for r in answers.every_reply()}
     shared = [qid for qid in recorded if qid in ours and isinstance(recorded[qid], list)]
-    verdicts = {qid: agreement(ours[qid].tokens, _well_formed(recorded[qid]), ours[qid].correct) for qid in shared}
+    verdicts = {qid: agreement(ours[qid].tokens, well_formed(recorded[qid]), ours[qid].correct) for qid in shared}
     differing = [{"question": qid, **verdicts[qid], "baseline": _clip(str(baseline.get("texts", {}).get(qid, ""))),
                   "this_profile": _clip(ours[qid].text or "")} for qid in shared if not verdicts[qid]["agrees"]]
     share = (len(shared) - len(differing)) / len(shared) if shared else 0.0
@@ -392,7 +392,7 @@ def _agreement(answers: AnswersResult, answer_set: AnswerSet, baseline: dict, so
     )
 
 
-def _well_formed(tokens: list) -> list[list] | None:
+def well_formed(tokens: list) -> list[list] | None:
     """A recorded baseline reply's tokens, each [str, logprob, logprob or None, str or None]; None when any is not."""
     ok = all(isinstance(t, list) and len(t) == 4 and isinstance(t[0], str) and _is_logprob(t[1])
              and (t[2] is None or _is_logprob(t[2])) and (t[3] is None or isinstance(t[3], str)) for t in tokens)
@@ -463,6 +463,9 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
     scale = float(ctx.expectations.get("time_scale") or 1.0)
     before = samples
     waits_its_turn = state.get("deferred", 0) >= MAX_SKIPPED_PROBES
+    # Read right before the question goes: the period's shared reading predates the other re-checks' probes (the
+    # MTP probe's tokens are not a client's either).
+    before_probe = activity_mod.fresh(ctx.client)
     # A re-check finishes inside about one period, unless earlier probes were deferred behind client traffic.
     timeout_s = max(5.0, REQUEST_TIMEOUT_S * scale) if waits_its_turn else max(2.0, ctx.period_s)
     reply = ask(ctx.client, ctx.expectations["engine"]["served_model_name"], answer_set, question, scale,
@@ -477,9 +480,11 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
                 else "overdue: waiting its turn behind client traffic"}
     if reply.timed_out:
         # More tokens decoded than this probe could have made itself: the engine served other requests meanwhile.
-        served = after is not None and after.decode_tokens - now.decode_tokens > question.max_tokens
+        served = (after is not None and before_probe is not None
+                  and after.decode_tokens - before_probe.decode_tokens > question.max_tokens)
         deferred = served and not waits_its_turn
-        state["deferred"] = state.get("deferred", 0) + 1 if deferred else 0
+        # Once a probe that waited its turn went unanswered, every later one waits its turn too, until an answer.
+        state["deferred"] = MAX_SKIPPED_PROBES if waits_its_turn else state.get("deferred", 0) + 1 if deferred else 0
         state["skipped"] = state.get("skipped", 0) + (0 if deferred else 1)
         observed.update(skipped_in_a_row=state["skipped"], engine_decoded_meanwhile=served,
                         deferred_in_a_row=state["deferred"])

@@ -198,7 +198,7 @@ def read_integer(prompt: str, answer: str, reply: str) -> tuple[bool, str | None
     return ok, want if ok else stated
 
 
-_OPERATION = {"+": "+", "plus": "+", "-": "-", "−": "-", "minus": "-", "×": "*", "*": "*", "times": "*",
+_OPERATION = {"+": "+", "plus": "+", "-": "-", "−": "-", "minus": "-", "×": "*", "*": "*", "x": "*", "times": "*",
               "multiplied": "*", "÷": "/", "/": "/", "divided": "/", "over": "/"}
 
 
@@ -207,6 +207,8 @@ def _restatement_holds(left: list[Token], want: str) -> bool:
     result: `5093 + 25 = 442` restates numbers of the question but is wrong arithmetic. Any other form is not
     computed (its numbers are still the question's own)."""
     kept = [t for t in left if t.kind == "num" or t.text in _OPERATION]
+    if any(a.text in _OPERATION and b.text in _OPERATION for a, b in zip(kept, kept[1:], strict=False)):
+        return False  # `5093 + + 25`, `plus +`: no operation reads so
     if len(kept) != 3 or kept[0].kind != "num" or kept[2].kind != "num" or kept[1].text not in _OPERATION:
         return True
     try:

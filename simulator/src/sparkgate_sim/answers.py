@@ -529,7 +529,10 @@ def _word_problem(text: str) -> Answer | None:
             words = clause.split()
             at = next((i for i, word in enumerate(words[:3]) if word in _ADDS | _SUBTRACTS), None)
             if at is not None:
-                subject = subject or (words[at - 1] if at else None)
+                who = words[at - 1] if at else None
+                subject = subject or who
+                if who is not None and who not in _PRONOUNS and who != subject:
+                    return None  # a clause about someone else ("Tom gives 20 stickers to her")
                 verb, words = words[at], words[at + 1:]
             elif verb is None:
                 return None

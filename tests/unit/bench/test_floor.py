@@ -83,3 +83,15 @@ def test_a_baseline_verdict_without_log_probabilities_is_refused_when_recorded_n
     with pytest.raises(floor.FloorError, match="carry no log-probabilities \\(add-47-38\\)"):
         floor.record(with_gate, tmp_path / "run")
     assert not (tmp_path / "floor.json").exists()  # nothing half-written
+
+
+@pytest.mark.parametrize("answers", [None, {"set_version": 2, "texts": {}},
+                                     {"set_version": 2, "texts": {"add-47-38": "85"}, "logprobs": {"add-47-38": ["x"]}}])
+def test_a_gateway_baseline_without_right_answers_or_readable_log_probabilities_is_not_recorded(tmp_path, answers):
+    """Through a gateway, a floor without the baseline's answers would switch baseline agreement off for every
+    stacked profile (and overwrite a good record): refused, nothing written."""
+    with_gate = summary()
+    with_gate["environment"]["gate"] = {"state": "open", "answers": answers}
+    with pytest.raises(floor.FloorError, match="no right answers|no log-probabilities"):
+        floor.record(with_gate, tmp_path / "run")
+    assert not (tmp_path / "floor.json").exists()

@@ -373,6 +373,11 @@ def test_baseline_agreement_needs_a_record_of_this_set_and_a_stacked_profile(eng
     ("my-locker-plus-25", "417 + 5093 = 442", False),
     ("add-47-38", "47 plus 38 is 85", True),
     ("add-47-38", "38 plus 38 is 85", False),
+    ("add-47-38", "47 x 38 = 85", False),
+    ("my-locker-plus-25", "5093 x 25 = 442", False),
+    ("my-locker-plus-25", "5093 + + 25 = 442", False),
+    ("my-locker-plus-25", "5093 plus + 25 = 442", False),
+    ("add-47-38", "one" + " hundred" * 2200, False),  # a runaway reply is wrong unread, never a crash
     ("my-locker-plus-25", "5118", False),  # the locker code plus 25
     ("baker-rolls-left", "He has 18 rolls left.", True),
     ("baker-rolls-left", "168", False),  # one step short
@@ -567,10 +572,10 @@ def test_probes_deferred_behind_client_traffic_then_one_waits_its_turn_and_count
         if not probe.passed:
             break
     n = answers.MAX_SKIPPED_PROBES
-    # n deferred probes, then one that waits its turn and counts; the n-th counted one fails.
-    expected = [step for k in range(n) for step in [(True, i, k) for i in range(1, n + 1)] + [(k + 1 < n, 0, k + 1)]]
+    # n deferred probes, then every probe waits its turn and counts; the n-th counted one fails.
+    expected = [(True, i, 0) for i in range(1, n + 1)] + [(k < n, n, k) for k in range(1, n + 1)]
     assert outcomes == expected
-    assert sum(t > 5.0 for t in timeouts) == n and len(outcomes) == n * (n + 1)
+    assert sum(t > 5.0 for t in timeouts) == n and len(outcomes) == 2 * n
 
 
 def test_the_probes_own_tokens_are_not_others_traffic(engine_at, monkeypatch):

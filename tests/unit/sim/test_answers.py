@@ -189,6 +189,7 @@ def test_plain_word_problems_are_worked_out_step_by_step(problem, expected):
     "Tom has 5 apples. He gives 2 apples to Anna. How many apples does Anna have?",  # not the subject
     "A train travels at 80 kilometers per hour for 3 hours. How many hours does it travel?",
     "Tom has 5 apples. He eats 2 bananas. How many apples does Tom have?",  # another thing counted
+    "Mia has 45 stickers. Tom gives 20 stickers to her. How many stickers does Mia have now?",  # someone else acts
 ])
 
 def test_word_problems_it_cannot_read_whole_are_not_answered(problem):
