@@ -67,6 +67,14 @@ def fresh(client: EngineClient) -> Activity | None:
         return None
 
 
+def of(samples: list | None) -> Activity | None:
+    """The activity in samples already read (None, or a missing series: None)."""
+    try:
+        return read(samples) if samples is not None else None
+    except ActivityUnreadable:
+        return None
+
+
 def idle(previous: Activity | None, now: Activity) -> bool:
     """Idle over the period between two readings: nothing published as running or queued, no token decoded (the
     one-token prefills of GET /health do not count)."""

@@ -31,7 +31,7 @@ from sparkgate.evidence import activity as activity_mod
 from sparkgate.evidence import answer_set as answer_set_mod
 from sparkgate.evidence.answer_set import AnswerSet, Question
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
-from sparkgate.evidence.recheck import RecheckContext
+from sparkgate.evidence.recheck import RecheckContext, scrape
 from sparkgate.evidence.results import CheckResult, checked, failed
 from sparkgate.evidence.stages import Stage
 from sparkgate.sglang import conformance as C
@@ -419,8 +419,12 @@ def last_checked(ctx: RecheckContext) -> dict | None:
     state = ctx.state
     if "answered_wall" not in state:
         return None
-    overdue = time.monotonic() - state["answered_at"] >= MAX_UNCHECKED_PERIODS * ctx.period_s
-    return {"at": state["answered_wall"], "overdue": overdue}
+    return {"at": state["answered_wall"], "overdue": _unchecked_periods(ctx) >= MAX_UNCHECKED_PERIODS}
+
+
+def _unchecked_periods(ctx: RecheckContext) -> float:
+    """Periods since a right answer was last read (the admitting verdict or a probe)."""
+    return (time.monotonic() - ctx.state.get("answered_at", 0.0)) / ctx.period_s
 
 
 def rechecks(ctx: RecheckContext) -> list[CheckResult]:
@@ -434,8 +438,7 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
     engine decoded other requests' tokens (it was serving, not wedged)."""
     state = ctx.state
     try:
-        samples = ctx.metrics()
-        now = activity_mod.read(samples)
+        now = activity_mod.read(ctx.metrics())
     except (EngineUnreachable, activity_mod.ActivityUnreadable) as exc:
         return [failed("sentinel.answer_probe", str(exc), f"{activity_mod.PROGRESS} and the request gauges in "
                        "/metrics", "GET /metrics", "the engine's /metrics lost its progress counter (restart, or "
@@ -444,9 +447,8 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
     idle = activity_mod.idle(previous, now)
     clock = time.monotonic()
     due = clock - state.get("last_probe_at", 0.0) >= PROBE_EVERY_PERIODS * ctx.period_s
-    unchecked = clock - state.get("answered_at", 0.0)
-    overdue = unchecked >= MAX_UNCHECKED_PERIODS * ctx.period_s
-    long_overdue = unchecked >= 2 * MAX_UNCHECKED_PERIODS * ctx.period_s
+    unchecked = _unchecked_periods(ctx)
+    overdue, long_overdue = unchecked >= MAX_UNCHECKED_PERIODS, unchecked >= 2 * MAX_UNCHECKED_PERIODS
     gap = idle or (previous is not None and (long_overdue or (overdue and not now.busy)))
     rotation = state.get("rotation") or []
     if not (gap and due):
@@ -461,18 +463,19 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
     question = answer_set.by_id(rotation[state.get("next_index", 0) % len(rotation)])
     state["next_index"] = state.get("next_index", 0) + 1
     scale = float(ctx.expectations.get("time_scale") or 1.0)
-    before = samples
     waits_its_turn = state.get("deferred", 0) >= MAX_SKIPPED_PROBES
     # Read right before the question goes: the period's shared reading predates the other re-checks' probes (the
-    # MTP probe's tokens are not a client's either).
-    before_probe = activity_mod.fresh(ctx.client)
+    # MTP probe's tokens are not a client's, nor this probe's).
+    before_samples = scrape(ctx.client)
     # A re-check finishes inside about one period, unless earlier probes were deferred behind client traffic.
     timeout_s = max(5.0, REQUEST_TIMEOUT_S * scale) if waits_its_turn else max(2.0, ctx.period_s)
     reply = ask(ctx.client, ctx.expectations["engine"]["served_model_name"], answer_set, question, scale,
                 timeout_s=timeout_s)
+    after_samples = scrape(ctx.client)
     if ctx.own_traffic is not None:
-        ctx.own_traffic.note(ctx.client, before)  # this request is the sentinel's, not a client's (mtp_recheck.py)
-    after = activity_mod.fresh(ctx.client)
+        # This request is the sentinel's, not a client's (mtp_recheck.py).
+        ctx.own_traffic.record(before_samples, after_samples)
+    before_probe, after = activity_mod.of(before_samples), activity_mod.of(after_samples)
     state.update(last_probe_at=time.monotonic(), previous_activity=after)
     observed = {**reply.shown(), "question_id": reply.id,
                 "same_text_as_admission": reply.text == state["admitted_texts"].get(reply.id),

@@ -20,12 +20,21 @@ class OwnTraffic:
         self.after: list | None = None
 
     def note(self, client: EngineClient, before: list | None) -> None:
-        try:
-            self.after = metrics_mod.parse(client.get_text("/metrics"))
-        except EngineUnreachable:
-            self.after = None
-        self.before = before
+        """Note a request sent after `before` was read, reading the engine's /metrics after it here."""
+        self.record(before, scrape(client))
+
+    def record(self, before: list | None, after: list | None) -> None:
+        """Note a request with both readings already taken (None: unreadable)."""
+        self.before, self.after = before, after
         self.seq += 1
+
+
+def scrape(client: EngineClient) -> list | None:
+    """The engine's /metrics samples now, or None when they cannot be read."""
+    try:
+        return metrics_mod.parse(client.get_text("/metrics"))
+    except EngineUnreachable:
+        return None
 
 
 @dataclass
