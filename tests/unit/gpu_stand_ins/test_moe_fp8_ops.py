@@ -146,11 +146,24 @@ def test_align_without_padding_leaves_the_pad_slots_alone():
     assert sorted_ids.tolist() == [0, GARBAGE, GARBAGE, GARBAGE, 1, GARBAGE, GARBAGE, GARBAGE]
 
 
-def test_align_refuses_the_unimplemented_invalid_expert_mode():
-    topk_ids = torch.tensor([[0, 1]], dtype=torch.int32)
-    buffers = _sglang_buffers(topk_ids, 4, 2)
-    with pytest.raises(NotImplementedError, match="ignore_invalid_expert"):
-        moe.moe_align_block_size(topk_ids, 2, 4, *buffers, True, True)
+def test_align_ignoring_invalid_experts_is_the_same_layout_when_no_id_is_minus_one():
+    """Humming's indexed GEMM asks for ignore_invalid_expert=True; on one GPU no id is -1."""
+    topk_ids = _routed_topk_ids(9, 4, 16, seed=5)
+    plain = _align(topk_ids, 16, 16)
+    buffers = _sglang_buffers(topk_ids, 16, 16)
+    moe.moe_align_block_size(topk_ids, 17, 16, *buffers, True, True)
+    assert [b.tolist() for b in buffers] == [b.tolist() for b in plain]
+
+
+def test_align_ignoring_invalid_experts_leaves_minus_one_pairs_out():
+    topk_ids = torch.tensor([[2, -1], [-1, 0], [3, 2]], dtype=torch.int32)
+    sorted_ids, expert_ids, post_pad, _ = buffers = _sglang_buffers(topk_ids, 4, 4)
+    moe.moe_align_block_size(topk_ids, 5, 4, *buffers, True, True)
+    numel = topk_ids.numel()
+    assert post_pad.tolist() == [12]
+    assert sorted_ids[:12].tolist() == [3, numel, numel, numel, 0, 5, numel, numel, 4, numel, numel, numel]
+    assert expert_ids[:3].tolist() == [0, 2, 3]
+    assert sorted(i for i in sorted_ids.tolist() if i < numel) == [0, 3, 4, 5]  # pairs 1 and 2 (the -1 ids) gone
 
 
 def _fused_moe_like_the_triton_kernel(x, w1, w2, topk_weights, topk_ids, block_size):

@@ -43,20 +43,23 @@ def moe_align_block_size(
     - num_tokens_post_pad[0]: the padded total;
     - cumsum_buffer[: num_experts + 1]: the padded bucket starts (scratch; SGLang never reads it back).
     Ids must lie in [-1, num_experts - 2], as for the CUDA kernel (an id outside indexes out of range).
+
+    With ignore_invalid_expert (Humming's indexed GEMM, sglang/srt/layers/moe/moe_runner/humming.py, passes it) a -1
+    id is left out: bucket 0 stays empty and no sorted slot names its pair. On one GPU no id is -1, so the layout is
+    the one above either way. Everything stays on the device (no host sync): safe inside CUDA-graph capture.
     """
-    if ignore_invalid_expert:
-        # Not on the path SGLang 0.5.23 takes on CUDA (only passed through when a caller asks for it).
-        raise NotImplementedError("sgl_kernel stand-in: moe_align_block_size(ignore_invalid_expert=True)")
     device = topk_ids.device
     numel = topk_ids.numel()
     buckets = topk_ids.reshape(-1).to(torch.int64) + 1
 
     counts = torch.zeros(num_experts, dtype=torch.int64, device=device)
     counts.scatter_add_(0, buckets, torch.ones_like(buckets))
+    raw_start = torch.cumsum(counts, 0) - counts  # where each bucket starts in the stably sorted pairs
+    if ignore_invalid_expert:
+        counts[0] = 0
     padded = (counts + (block_size - 1)) // block_size * block_size
     padded_end = torch.cumsum(padded, 0)  # inclusive
     padded_start = padded_end - padded
-    raw_start = torch.cumsum(counts, 0) - counts
     total = padded_end[-1:]  # shape [1], stays on the device
 
     # A stable sort keeps the pairs of one bucket in flat-index order; its rank inside the bucket is its
@@ -66,7 +69,14 @@ def moe_align_block_size(
     destination = padded_start[sorted_buckets] + rank
     if pad_sorted_token_ids:
         sorted_token_ids.fill_(numel)
-    sorted_token_ids.scatter_(0, destination, order.to(sorted_token_ids.dtype))
+    if ignore_invalid_expert:
+        # An ignored pair's slot is one past the end of a scratch copy, dropped with it.
+        scratch = torch.cat([sorted_token_ids, sorted_token_ids[:1]])
+        destination = torch.where(sorted_buckets > 0, destination, sorted_token_ids.numel())
+        scratch.scatter_(0, destination, order.to(scratch.dtype))
+        sorted_token_ids.copy_(scratch[:-1])
+    else:
+        sorted_token_ids.scatter_(0, destination, order.to(sorted_token_ids.dtype))
 
     # The bucket of block b is the first one whose padded end lies past the block's first row.
     block_starts = torch.arange(experts_ids.numel(), dtype=torch.int64, device=device) * block_size

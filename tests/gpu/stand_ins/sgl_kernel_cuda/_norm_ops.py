@@ -7,6 +7,8 @@ no host synchronisation, so it is safe inside a captured CUDA graph, and writes 
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
 
@@ -40,9 +42,14 @@ def rmsnorm(input, weight, eps=1e-6, out=None, enable_pdl=None):
 
 
 def fused_add_rmsnorm(input, residual, weight, eps=1e-6, enable_pdl=None):
-    """In place, as the CUDA kernel: residual += input, then input = rmsnorm(residual)."""
-    residual.add_(input)
-    input.copy_(_normalised(residual, weight, eps))
+    """In place, as the CUDA kernel: residual += input, then input = rmsnorm(residual).
+
+    BailingMoeV3's final norm passes inference tensors outside inference mode, where torch refuses an in-place
+    update to them (the CUDA kernel writes through a pointer and never sees the flag): update them under it."""
+    inference = input.is_inference() or residual.is_inference()
+    with torch.inference_mode() if inference else contextlib.nullcontext():
+        residual.add_(input)
+        input.copy_(_normalised(residual, weight, eps))
 
 
 def gemma_rmsnorm(input, weight, eps=1e-6, out=None, enable_pdl=None):
