@@ -72,6 +72,27 @@ def log_pattern(key: str, **pinned: str) -> re.Pattern[str]:
     return re.compile("".join(parts))
 
 
+def log_fields(key: str) -> re.Pattern[str]:
+    """A regex reading a log format's values: each named hole is a group (its first occurrence), matched up to the
+    next literal run and never given back, as in log_pattern (linear in the line's length)."""
+    parts: list[str] = []
+    named: set[str] = set()
+    pending: str | None = None  # a hole waiting for the literal run that ends it
+    for literal, field, _spec, _conversion in string.Formatter().parse(log_format(key)):
+        if pending is not None and literal:
+            parts.append(f"(?P<{pending}>(?:(?!{re.escape(literal)}).)*+)" if pending else f"(?:(?!{re.escape(literal)}).)*+")
+            pending = None
+        parts.append(re.escape(literal))
+        if field is not None:
+            if pending is not None:  # two holes in a row: the first takes nothing it can be sure of
+                parts.append(".*?")
+            pending = field if field and field.isidentifier() and field not in named else ""
+            named.add(field)
+    if pending is not None:
+        parts.append(f"(?P<{pending}>.*)" if pending else ".*")
+    return re.compile("".join(parts))
+
+
 def string_(key: str) -> str:
     return text("strings", key)
 
