@@ -79,7 +79,7 @@ RUNS: dict[str, tuple[FullLaunch, ...]] = {
     "A": (
         FullLaunch("full-humming-cold", cache="cold", prompts=("short",)),
         FullLaunch("full-humming-graphs", profile=True),
-        FullLaunch("full-humming-eager", graphs=False, prompts=("short", "8k")),
+        FullLaunch("full-humming-eager", graphs=False, prompts=("short", "8k"), profile=True),
     ),
     "B": (
         FullLaunch("full-humming-nextn", nextn=True),

@@ -56,7 +56,7 @@ def moe_align_block_size(
     counts.scatter_add_(0, buckets, torch.ones_like(buckets))
     raw_start = torch.cumsum(counts, 0) - counts  # where each bucket starts in the stably sorted pairs
     if ignore_invalid_expert:
-        counts[0] = 0
+        counts[:1].zero_()  # a kernel, not a host-to-device copy: capture-safe
     padded = (counts + (block_size - 1)) // block_size * block_size
     padded_end = torch.cumsum(padded, 0)  # inclusive
     padded_start = padded_end - padded
