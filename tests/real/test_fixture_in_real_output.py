@@ -30,6 +30,7 @@ EMITTED_LOG_FORMATS = {
     "scheduler_sizes": {"dense", "nextn"},
     "prefill_batch": {"dense", "nextn"},
     "decode_batch": {"dense", "nextn"},
+    "startup_timings": {"dense", "nextn"},
 }
 # Formats SGLang appends to a decode or prefill record (sglang/srt/managers/scheduler_components/
 # metrics_reporter.py builds one line from parts): found inside those records, never at a message start.
@@ -53,6 +54,8 @@ NOT_ON_CPU_LOG_FORMATS = {
         "dspark_proposal_folded", "replayssm_spec_mamba_float32", "replayssm_spec_exclusive",
         "replayssm_spec_decode_backend")},
     "spec_max_running_requests_reset": "printed only when speculation runs without --max-running-requests",
+    "kv_cache_allocated": "the MLA pool's line (one KV size); the CPU launches' MHA pool prints K and V sizes",
+    "mamba_cache_allocated": "hybrid linear-attention models only (Ling-3.0-flash's KDA state pool)",
 }
 EMITTED_METRICS = {key: {"dense", "nextn"} for key in (
     "cuda_graph_passes", "generation_tokens", "prompt_tokens", "num_requests", "num_running_reqs", "num_queue_reqs",

@@ -241,6 +241,12 @@ def _run(engine: Engine, epoch: int) -> None:
     # model_executor/graph_memory_usage.py (0.0 for a phase not captured).
     startup["scheduler_e2e"] = elapsed_since(tic_total)
     startup["cuda_graph"] = {**dict.fromkeys(GRAPH_PHASES, 0.0), **graph_times}
+    # entrypoints/engine.py logs the phases once the scheduler reported ready, before the HTTP server starts.
+    log.info(C.log_line(
+        "startup_timings", load_weight=startup["load_weight"], kv_cache_allocation=startup["kv_cache_allocation"],
+        scheduler_e2e=startup["scheduler_e2e"], tokenizer_e2e=elapsed_since(tic_total),
+        cuda_graph=", ".join(f"{phase}={seconds:.2f}" for phase, seconds in startup["cuda_graph"].items()),
+    ))
 
     # -- HTTP server up, warmup request, ready
     host, port = engine.resolved["host"], engine.resolved["port"]
