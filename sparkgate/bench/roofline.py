@@ -75,6 +75,7 @@ class ModelShape:
     nextn_layers: int
     kda_heads: int
     kda_head_dim: int
+    conv_kernel: int = 4  # KDA's short convolution (short_conv_kernel_size)
     architecture: str = "BailingMoeV3ForCausalLM"
     expert_quant: str = "mxfp4"
 
@@ -102,6 +103,7 @@ class ModelShape:
             shared_intermediate=cfg.get("moe_shared_expert_intermediate_size") or need("moe_intermediate_size"),
             nextn_layers=cfg.get("num_nextn_predict_layers") or 0,
             kda_heads=cfg.get("kda_num_heads") or heads, kda_head_dim=cfg.get("kda_head_dim") or head_dim,
+            conv_kernel=need("short_conv_kernel_size") if "short_conv_kernel_size" in cfg else 4,
             architecture=(cfg.get("architectures") or ["?"])[0],
             expert_quant=str(quant.get("routed_experts_quant_method") or "mxfp4"),
         )

@@ -146,7 +146,9 @@ def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> Deploy
         # Host facts first: on the wrong host nothing else matters.
         model_dir = preflight.model_dir(loaded.profile.model.path)
         cache_dir = Path(os.environ.get("SPARKGATE_CACHE_DIR", Path.home() / ".cache" / "sparkgate"))
-        host = preflight.spark_host(model_dir, cache_dir, memory_held_by_own_engine=running)
+        mem_min_gib, mem_why = preflight.memory_floor(loaded.profile)
+        host = preflight.spark_host(model_dir, cache_dir, mem_min_gib, memory_held_by_own_engine=running,
+                                    mem_why=mem_why)
         findings += host
         if any(f.check == "model" and f.ok for f in host):
             # The checkpoint the host finding found, proven before anything starts (its absence is that finding's).
@@ -191,7 +193,7 @@ def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> Deploy
     every_profile(project).compose("down", "--remove-orphans", "-t", "10", check=False)
     if running and options.target == "spark":
         # The old engine's unified memory is released over tens of seconds after it stops.
-        memory = _wait_for_memory(say)
+        memory = _wait_for_memory(say, *preflight.memory_floor(loaded.profile))
         if not memory.ok:
             raise DeployRefused(f"preflight failed after stopping the old stack: {memory.check}: {memory.detail}. "
                                 f"The old stack {project.name} was stopped to free its memory; deploy again once "
@@ -203,12 +205,12 @@ def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> Deploy
     return result
 
 
-def _wait_for_memory(say, timeout_s: float = 180.0) -> preflight.PreflightFinding:
+def _wait_for_memory(say, mem_min_gib: float, why: str, timeout_s: float = 180.0) -> preflight.PreflightFinding:
     """A stopped engine releases unified memory over tens of seconds; give it that time."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and not preflight.memory().ok:
+    while time.monotonic() < deadline and not preflight.memory(mem_min_gib, why).ok:
         time.sleep(5)
-    finding = preflight.memory()
+    finding = preflight.memory(mem_min_gib, why)
     say(f"      {finding}")
     return finding
 

@@ -133,7 +133,7 @@ def images_present(references: list[str]) -> PreflightFinding:
 
 
 def spark_host(model_dir: Path, cache_dir: Path, mem_min_gib: float = SPARK_MIN_MEM_AVAILABLE_GIB,
-               memory_held_by_own_engine: bool = False) -> list[PreflightFinding]:
+               memory_held_by_own_engine: bool = False, mem_why: str = "") -> list[PreflightFinding]:
     """Host facts. With `memory_held_by_own_engine` (a redeploy) the memory check waits until the old stack
     has stopped: its engine holds the memory the new one needs, and it keeps serving until then."""
     findings = []
@@ -153,7 +153,7 @@ def spark_host(model_dir: Path, cache_dir: Path, mem_min_gib: float = SPARK_MIN_
         findings.append(PreflightFinding("memory", True, "deferred: this project's running engine holds it; checked "
                                          "after that stack stops"))
     else:
-        findings.append(memory(mem_min_gib))
+        findings.append(memory(mem_min_gib, mem_why))
     for sub in ("humming", "flashinfer"):
         path = cache_dir / sub
         # Checked without creating anything (a dry run must not touch the host): the directory, or the
@@ -207,15 +207,29 @@ def dspark_drafter(profile, say: Callable[[str], None] = lambda _: None,
                              f"{settings.drafter_revision[:12]}, every file as downloaded, none added")]
 
 
-def memory(mem_min_gib: float = SPARK_MIN_MEM_AVAILABLE_GIB) -> PreflightFinding:
+def memory(mem_min_gib: float = SPARK_MIN_MEM_AVAILABLE_GIB, why: str = "") -> PreflightFinding:
+    """`why`: what the threshold is made of (the profile's memory plan, sparkgate/bench/sizing.py)."""
     available = mem_available_gib()
+    need = f"{mem_min_gib:g} GiB" + (f" ({why})" if why else "")
     if available is None:
         return PreflightFinding("memory", False, "cannot read MemAvailable from /proc/meminfo")
     if available >= mem_min_gib:
-        return PreflightFinding("memory", True, f"MemAvailable {available:.1f} GiB")
-    return PreflightFinding("memory", False, f"MemAvailable {available:.1f} GiB < {mem_min_gib} GiB: another model is "
-                            "still resident or memory is not yet released. Fix: stop it, wait, `sync; echo 3 > "
-                            "/proc/sys/vm/drop_caches`, retry")
+        return PreflightFinding("memory", True, f"MemAvailable {available:.1f} GiB >= {need}")
+    return PreflightFinding("memory", False, f"MemAvailable {available:.1f} GiB < {need}: another model is "
+                            "still resident or memory is not yet released, or the profile asks for more than this "
+                            "host has. Fix: stop it, wait, `sync; echo 3 > /proc/sys/vm/drop_caches`, retry; or "
+                            "lower max_mamba_cache_size / raise mem_fraction_static in the profile")
+
+
+def memory_floor(profile) -> tuple[float, str]:
+    """The MemAvailable a Spark start needs for `profile`: the resident-model guard, or, where higher, the free
+    memory below which SGLang cannot size a KV pool for the profile's weights (the memory plan)."""
+    from sparkgate.bench.sizing import start_floor_gib
+
+    floor, why = start_floor_gib(profile)
+    if floor <= SPARK_MIN_MEM_AVAILABLE_GIB:
+        return SPARK_MIN_MEM_AVAILABLE_GIB, "no other model resident"
+    return floor, why
 
 
 def mem_available_gib() -> float | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sparkgate.bundle import render
 from sparkgate.deploy.deploy import SIM_START_BUDGET_S, SPARK_START_BUDGET_S
-from sparkgate.deploy.preflight import SPARK_MIN_MEM_AVAILABLE_GIB
+from sparkgate.deploy.preflight import memory_floor
 from sparkgate.errors import Refusal, run_cli
 from sparkgate.fleet import drafter
 from sparkgate.images import load_lock
@@ -85,7 +85,7 @@ def build(options: ReleaseOptions) -> dict:
         "images": images(loaded, options.target),
         "served_model": loaded.profile.model.served_name,
         "sim_faults": list(options.sim_faults),
-        "min_mem_available_gib": SPARK_MIN_MEM_AVAILABLE_GIB if spark else SIM_MIN_MEM_AVAILABLE_GIB,
+        "min_mem_available_gib": memory_floor(loaded.profile)[0] if spark else SIM_MIN_MEM_AVAILABLE_GIB,
         "memory_timeout_s": MEMORY_TIMEOUT_S,
         "verdict_budget_s": SPARK_START_BUDGET_S if spark else SIM_START_BUDGET_S,
         # The drafter spark_host asserts on the host before anything stops (None: no DSpark, or a sim host).

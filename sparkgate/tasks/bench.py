@@ -205,4 +205,46 @@ def roofline(c, profile=None, config=None, bandwidth=273.0, accept_length=None, 
                                                           **line.as_dict()}, indent=1) + "\n")
 
 
-ns = Collection(bench, compare, roofline)
+@sparkgate_task(
+    "sizing",
+    help={
+        "profile": "profile name: its weights (draft included), Mamba slots, context and mem_fraction_static",
+        "free": "free memory in GiB before the weights load, comma-separated (default 102,110: a DGX Spark's range)",
+        "config": "checkpoint config.json (default: the checkpoint on this host, else the published shape)",
+    }
+)
+def sizing(c, profile=None, free=None, config=None):
+    """What the profile needs in memory, as SGLang sizes it: weights, the Mamba state pool, the KV cache for the
+    context, the pool budget at each free-memory figure, and the free memory the profile needs (docs/sizing.md)."""
+    require(profile, "profile", "invoke sizing --profile all-three")
+    from sparkgate.bench import roofline as roof
+    from sparkgate.bench import sizing as size
+    from sparkgate.profile import loading as profiles
+
+    try:
+        loaded = profiles.load(profile)
+        path = Path(config) if config else roof.checkpoint_config(loaded.profile.model.path)
+        shape = roof.ModelShape.from_file(path) if path else roof.ModelShape.from_config(roof.REFERENCE_CONFIG)
+        frees = [float(x) for x in (free or ",".join(map(str, size.SPARK_FREE_GIB))).split(",")]
+        if not all(0 < f < 1e6 for f in frees):  # also refuses nan and inf
+            raise ValueError(free)
+    except (ProfileError, roof.RooflineError) as exc:
+        raise Exit(f"sparkgate sizing: {exc}", code=1) from None
+    except ValueError:
+        raise Exit(f"sparkgate sizing: --free {free!r}: expected GiB numbers separated by commas", code=1) from None
+    plans = [size.plan(loaded.profile, shape, f) for f in frees]
+    first = plans[0]
+    print(f"sizing for {loaded.profile.name}: {path or 'reference shape (no checkpoint config.json found)'}")
+    print(f"  weights {first.weights_gib:.2f} GiB (target{' + NEXTN draft' if loaded.profile.optimizations.mtp.enabled else ''}"
+          f"; measured on SGLang about 2 % more), Mamba state {first.mamba_gib:.2f} GiB ({first.mamba_slots} slots + 1), "
+          f"KV {first.kv_bytes_per_token:,} B/token = {first.kv_gib_for_context:.2f} GiB for "
+          f"{first.context_tokens:,} tokens; --mem-fraction-static {first.mem_fraction_static:g}")
+    if first.drafter_unmodelled:
+        print("  the DSpark drafter's weights and pools are not modelled: add them before trusting the headroom")
+    for plan in plans:
+        print(f"  {plan.summary()}")
+    print(f"  needs {first.min_free_gib:.1f} GiB free for the whole context (preflight refuses below "
+          f"{max(size.start_floor_gib(loaded.profile)[0], 85):.1f} GiB MemAvailable)")
+
+
+ns = Collection(bench, compare, roofline, sizing)

@@ -86,6 +86,8 @@ RUNS: dict[str, tuple[FullLaunch, ...]] = {
         FullLaunch("full-flashinfer-mxfp4", moe_runner="flashinfer_mxfp4", start_timeout_s=240.0),
         FullLaunch("full-marlin", moe_runner="marlin", start_timeout_s=240.0),
     ),
+    # Run S: the sizing facts alone in one short run (cold kernel cache: the JIT is part of the start).
+    "S": (FullLaunch("full-humming-cold", cache="cold", prompts=("short", "8k")),),
 }
 
 
@@ -225,7 +227,7 @@ def main(run: str) -> int:
     base = Path(tempfile.mkdtemp(prefix="sparkgate-full-"))
     model = build_full_size(base / "ling-3.0-flash-dummy")
     cache_root = base / "humming-cache"
-    if run == "A":
+    if run in ("A", "S"):
         bandwidth = gpu_bandwidth()
         records.write_json(records.record_dir() / "gpu-bandwidth" / "measures.json", bandwidth)
         print(f"bandwidth: {bandwidth['gb_per_s']} GB/s on {bandwidth['device']}", flush=True)

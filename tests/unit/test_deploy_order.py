@@ -168,11 +168,11 @@ def test_spark_redeploy_defers_memory_until_the_old_engine_stopped(tmp_path, hel
     fake = harness(FakeDocker(gateway_port=held_port))
     seen = {}
 
-    def host(model_dir, cache_dir, memory_held_by_own_engine=False):
+    def host(model_dir, cache_dir, mem_min_gib, memory_held_by_own_engine=False, mem_why=""):
         seen["deferred"] = memory_held_by_own_engine
         return []
 
-    def wait(say):
+    def wait(say, mem_min_gib, why):
         fake.calls.append("wait for memory")
         return preflight.PreflightFinding("memory", False, "MemAvailable 40.0 GiB < 85 GiB")
 

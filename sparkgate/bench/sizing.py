@@ -1,0 +1,247 @@
+"""What Ling-3.0-flash needs in memory: SGLang's own sizing lines read from an engine log, the same quantities
+predicted from the checkpoint's shape, and a profile's memory plan on a DGX Spark (`invoke sizing`).
+
+SGLang 0.5.23 sizes the static pools once the weights are loaded
+(`sglang/srt/mem_cache/kv_cache_configurator.py`, `_profile_available_bytes`):
+
+    pool budget = free after the weights - free before the weights x (1 - mem_fraction_static)
+                = free before x mem_fraction_static - weights (target and draft)
+
+With `--max-mamba-cache-size N` the linear-attention state pool (N + 1 slots: KDA's recurrent state in FP32 and its
+short-convolution state) comes out of that budget first; the MLA KV cache takes the rest, in tokens of
+`kv_lora_rank + qk_rope_head_dim` BF16 values per full-attention layer (the NEXTN draft keeps its own pool of the same
+token count). A budget at or below zero stops the start ("Loaded weights leave no GPU memory for the KV cache").
+SGLang's "GB" in these lines is 2**30 bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sparkgate.bench import roofline as roof
+from sparkgate.evidence import logs
+from sparkgate.sglang import conformance as C
+
+GIB = 1 << 30
+# KDA's short convolution keeps kernel - 1 past inputs for each of q, k and v.
+KDA_CONV_STREAMS = 3
+# The range of free memory CUDA reports on a DGX Spark before a model loads (128 GB unified, shared with the OS).
+SPARK_FREE_GIB = (102.0, 110.0)
+
+NonNegative = Annotated[float, Field(ge=0)]
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# -- what SGLang printed ---------------------------------------------------------------------------------------------
+
+class LoadedModel(Frozen):
+    model_class: str
+    avail_before_gib: NonNegative | None
+    avail_after_gib: NonNegative
+    usage_gib: NonNegative
+
+
+class KVPool(Frozen):
+    tokens: Annotated[int, Field(ge=0)]
+    size_gib: NonNegative
+    avail_after_gib: NonNegative | None  # the "Memory pool end" line that follows it
+
+    @property
+    def bytes_per_token(self) -> float:
+        return self.size_gib * GIB / self.tokens if self.tokens else math.nan
+
+
+class MambaPool(Frozen):
+    slots: Annotated[int, Field(ge=0)]  # max_mamba_cache_size as logged; the pool holds one more
+    conv_gib: NonNegative
+    ssm_gib: NonNegative
+
+
+class LoggedSizing(Frozen):
+    """SGLang's own memory and startup accounting for one launch: target first, then the draft."""
+
+    models: tuple[LoadedModel, ...]
+    kv_pools: tuple[KVPool, ...]
+    mamba: MambaPool | None
+    graphs_gib: tuple[NonNegative, ...]
+    startup_s: dict[str, NonNegative]
+
+    @property
+    def weights_gib(self) -> float:
+        return sum(m.usage_gib for m in self.models)
+
+    @property
+    def pools_gib(self) -> float:
+        """What the static pools (KV and Mamba) took: free after the weights minus free after the last pool."""
+        ends = [p.avail_after_gib for p in self.kv_pools if p.avail_after_gib is not None]
+        return self.models[-1].avail_after_gib - ends[-1] if self.models and ends else math.nan
+
+
+def _number(value: str | None) -> float | None:
+    """A finite, non-negative number as SGLang prints it; anything else is not one of its sizing lines."""
+    try:
+        number = float(value) if value is not None and len(value) < 40 else None
+    except ValueError:
+        return None
+    return number if number is not None and math.isfinite(number) and number >= 0 else None
+
+
+def read_log(log: logs.EngineLog) -> LoggedSizing:
+    """The sizing lines of an SGLang 0.5.23 log, in the order printed. Lines that do not parse are left out."""
+    patterns = {key: (C.log_pattern(key), C.log_fields(key)) for key in (
+        "load_weight_begin", "load_weight_end", "kv_cache_allocated", "memory_pool_end", "mamba_cache_allocated",
+        "capture_end", "capture_draft_decode_end", "capture_draft_extend_end", "startup_timings")}
+    models: list[LoadedModel] = []
+    pools: list[KVPool] = []
+    mamba = None
+    graphs: list[float] = []
+    startup: dict[str, float] = {}
+    before: float | None = None
+    for message in log.messages():
+        key, fields = next(((k, f.match(message)) for k, (p, f) in patterns.items() if p.match(message)), (None, None))
+        if fields is None:
+            continue
+        values = fields.groupdict()
+        if key == "load_weight_begin":
+            before = _number(values["avail"])
+        elif key == "load_weight_end":
+            after, usage = _number(values["avail"]), _number(values["usage"])
+            if after is not None and usage is not None:
+                models.append(LoadedModel(model_class=values["model_class"][:200], avail_before_gib=before,
+                                          avail_after_gib=after, usage_gib=usage))
+        elif key == "kv_cache_allocated":
+            size = _number(values["size"])
+            if values["tokens"].isdecimal() and len(values["tokens"]) < 19 and size is not None:
+                pools.append(KVPool(tokens=int(values["tokens"]), size_gib=size, avail_after_gib=None))
+        elif key == "memory_pool_end" and pools and pools[-1].avail_after_gib is None:
+            pools[-1] = pools[-1].model_copy(update={"avail_after_gib": _number(values["avail"])})
+        elif key == "mamba_cache_allocated":
+            conv, ssm = _number(values["conv"]), _number(values["ssm"])
+            if values["size"].isdecimal() and len(values["size"]) < 19 and conv is not None and ssm is not None:
+                mamba = MambaPool(slots=int(values["size"]), conv_gib=conv, ssm_gib=ssm)
+        elif key.startswith("capture"):
+            usage = _number(values["usage"])
+            if usage is not None:
+                graphs.append(usage)
+        elif key == "startup_timings":
+            startup = {name: value for name in ("load_weight", "kv_cache_allocation", "scheduler_e2e", "tokenizer_e2e")
+                       if (value := _number(values[name])) is not None}
+            for part in values["cuda_graph"].split(", "):
+                name, _, seconds = part.partition("=")
+                if re.fullmatch(r"[a-z_]{1,40}", name) and (value := _number(seconds)) is not None:
+                    startup[f"cuda_graph.{name}"] = value
+    return LoggedSizing(models=tuple(models), kv_pools=tuple(pools), mamba=mamba, graphs_gib=tuple(graphs),
+                        startup_s=startup)
+
+
+# -- the same, from the checkpoint's shape -----------------------------------------------------------------------
+
+def target_weight_bytes(shape: roof.ModelShape) -> float:
+    """Every weight the target allocates, at the checkpoint's layout (the roofline's bytes per parameter): all routed
+    experts MXFP4; attention, KDA, shared experts, routers and dense MLPs FP8; embedding and LM head BF16. Norms,
+    convolution kernels, biases and block scales are left out (the measured figure is about 2 % higher)."""
+    fp8 = (shape.moe_layers * (shape.shared_params + shape.router_params) + shape.first_dense * shape.dense_mlp_params
+           + shape.mla_layers * shape.mla_params + shape.kda_layers * shape.kda_params)
+    experts = shape.moe_layers * shape.experts * shape.expert_params * roof.MXFP4_BYTES
+    return experts + fp8 * roof.FP8_BYTES + 2 * shape.lm_head_params * roof.BF16_BYTES  # embedding + LM head
+
+
+def draft_weight_bytes(shape: roof.ModelShape) -> float:
+    """The NEXTN draft as stock SGLang loads it: eh_proj, one MLA layer with its MoE, its own embedding and LM head."""
+    fp8 = shape.eh_proj_params + shape.mla_params + shape.shared_params + shape.router_params
+    return (shape.nextn_layers * (fp8 * roof.FP8_BYTES + shape.experts * shape.expert_params * roof.MXFP4_BYTES)
+            + 2 * shape.lm_head_params * roof.BF16_BYTES)
+
+
+def kv_bytes_per_token(shape: roof.ModelShape, *, draft: bool = False) -> int:
+    layers = shape.nextn_layers if draft else shape.mla_layers
+    return layers * (shape.kv_lora_rank + shape.qk_rope) * int(roof.BF16_BYTES)
+
+
+def mamba_slot_bytes(shape: roof.ModelShape) -> tuple[int, int]:
+    """(conv, ssm) bytes of one request's linear-attention state: BF16 convolution history, FP32 recurrent state."""
+    width = shape.kda_heads * shape.kda_head_dim
+    conv = shape.kda_layers * KDA_CONV_STREAMS * width * (shape.conv_kernel - 1) * int(roof.BF16_BYTES)
+    ssm = shape.kda_layers * shape.kda_heads * shape.kda_head_dim ** 2 * int(roof.FP32_BYTES)
+    return conv, ssm
+
+
+# -- a profile's plan --------------------------------------------------------------------------------------------
+
+class MemoryPlan(Frozen):
+    profile: str
+    free_gib: float
+    mem_fraction_static: float
+    context_tokens: int
+    mamba_slots: int
+    weights_gib: float  # target (+ draft)
+    mamba_gib: float
+    kv_bytes_per_token: int  # target (+ draft)
+    budget_gib: float  # free x fraction - weights
+    kv_gib_for_context: float
+    drafter_unmodelled: bool
+
+    @property
+    def needed_gib(self) -> float:
+        return self.mamba_gib + self.kv_gib_for_context
+
+    @property
+    def headroom_gib(self) -> float:
+        return self.budget_gib - self.needed_gib
+
+    @property
+    def tokens_that_fit(self) -> int:
+        return max(0, int((self.budget_gib - self.mamba_gib) * GIB // self.kv_bytes_per_token))
+
+    @property
+    def min_free_gib(self) -> float:
+        """Free memory at which the profile's context just fits at its mem_fraction_static."""
+        return (self.weights_gib + self.needed_gib) / self.mem_fraction_static
+
+    def summary(self) -> str:
+        verdict = (f"fits {self.context_tokens:,} tokens, {self.headroom_gib:.1f} GiB to spare" if self.headroom_gib >= 0
+                   else "does NOT start: the weights leave no pool" if self.budget_gib <= self.mamba_gib
+                   else f"context cut to {self.tokens_that_fit:,} of {self.context_tokens:,} tokens")
+        return f"{self.free_gib:g} GiB free: pool budget {self.budget_gib:.1f} GiB, {verdict}"
+
+
+def plan(profile, shape: roof.ModelShape, free_gib: float) -> MemoryPlan:
+    """The static pools SGLang would size for `profile` with `free_gib` free before the weights load."""
+    args = profile.sglang
+    opts = profile.optimizations
+    fraction = args.mem_fraction_static or 0.9  # SGLang's own default on a large GPU
+    nextn = opts.mtp.enabled
+    weights = target_weight_bytes(shape) + (draft_weight_bytes(shape) if nextn else 0.0)
+    per_token = kv_bytes_per_token(shape) + (kv_bytes_per_token(shape, draft=True) if nextn else 0)
+    slots = args.max_mamba_cache_size or 0
+    conv, ssm = mamba_slot_bytes(shape)
+    context = args.context_length or 0
+    return MemoryPlan(
+        profile=profile.name, free_gib=free_gib, mem_fraction_static=fraction, context_tokens=context, mamba_slots=slots,
+        weights_gib=weights / GIB, mamba_gib=(slots + 1) * (conv + ssm) / GIB if slots else 0.0,
+        kv_bytes_per_token=per_token, budget_gib=free_gib * fraction - weights / GIB,
+        kv_gib_for_context=context * per_token / GIB, drafter_unmodelled=opts.dspark.enabled,
+    )
+
+
+def start_floor_gib(profile) -> tuple[float, str]:
+    """The free memory below which SGLang cannot size any KV pool for `profile` (its weights and Mamba pool exceed
+    mem_fraction_static of what is free), with the reason in words, from the checkpoint on this host or the
+    published shape. Rounded up to 0.1 GiB."""
+    path = roof.checkpoint_config(profile.model.path)
+    try:
+        shape = roof.ModelShape.from_file(path) if path else roof.ModelShape.from_config(roof.REFERENCE_CONFIG)
+    except roof.RooflineError:  # a checkpoint the model check refuses on its own; the published shape meanwhile
+        shape = roof.ModelShape.from_config(roof.REFERENCE_CONFIG)
+    need = plan(profile, shape, free_gib=0.0)
+    floor = math.ceil((need.weights_gib + need.mamba_gib) / need.mem_fraction_static * 10) / 10
+    why = (f"{need.weights_gib:.1f} GiB of weights + {need.mamba_gib:.1f} GiB of Mamba state "
+           f"({need.mamba_slots} slots) at --mem-fraction-static {need.mem_fraction_static:g}; docs/sizing.md")
+    return floor, why
