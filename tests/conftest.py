@@ -108,3 +108,10 @@ def pytest_terminal_summary(terminalreporter):
         for worker, lanes in sorted(_WORKER_BUSY.items()):
             parts = ", ".join(f"{lane} {seconds:.0f}" for lane, seconds in sorted(lanes.items(), key=lambda x: -x[1]))
             terminalreporter.write_line(f"{worker}: {sum(lanes.values()):.0f} s ({parts})")
+        totals: dict[str, float] = {}
+        for lanes in _WORKER_BUSY.values():
+            for lane, seconds in lanes.items():
+                totals[lane] = totals.get(lane, 0.0) + seconds
+        terminalreporter.write_sep("-", "seconds per lane (all workers)")
+        terminalreporter.write_line(", ".join(f"{lane} {seconds:.0f} s" for lane, seconds in
+                                              sorted(totals.items(), key=lambda x: -x[1])))

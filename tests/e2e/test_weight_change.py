@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 
 import pytest
 
@@ -35,10 +34,14 @@ def test_weight_swap_closes_the_gate_until_a_fresh_full_verdict(deploy_stack):
     before = stack.verdict()
     answer = update_weights_from_sentinel(stack, {"model_path": "/models/Ling-3.0-flash-fp4", "weight_version": "swapped-1"})
     assert answer["success"] is True and "Weight version updated to swapped-1" in answer["message"], answer
-    swapped_at = time.monotonic()
-    closed = wait_for(lambda: stack.get("/sparkgate/ready", timeout=2)[0] == 503, timeout=E2E_PERIOD_S * 3)
+    # Closed by the first re-check that starts after the swap (one may be in flight at it): counted in the
+    # sentinel's own re-checks, not in wall seconds, so a busy host does not change the verdict.
+    seen: list[dict] = []
+    closed = wait_for(lambda: seen.append(stack.verdict()) or seen[-1]["state"] != "open", timeout=E2E_PERIOD_S * 10)
     assert closed, "the gate stayed open after the weights changed"
-    assert time.monotonic() - swapped_at <= E2E_PERIOD_S + 2.0
+    assert stack.get("/sparkgate/ready", timeout=2)[0] == 503
+    # One re-check may finish between `before` and the swap, one may be in flight at it; the next one closes.
+    assert seen[-1]["rechecks"] <= before["rechecks"] + 3, (before["rechecks"], seen[-1]["rechecks"])
     failing = [c for c in (stack.verdict()["recheck"] or {}).get("checks", []) if not c["passed"]]
     names = {c["name"] for c in failing}
     if "sentinel.weights_unchanged" not in names:  # the fresh full verification may already be under way
