@@ -546,8 +546,9 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
                 else "overdue: waiting its turn behind client traffic"}
     if reply.timed_out:
         # More tokens decoded than this probe could have made itself: the engine served other requests meanwhile.
+        own = question.max_tokens + (question.max_tokens + THINKING_RETRY_TOKENS if reply.retried else 0)
         served = (after is not None and before_probe is not None
-                  and after.decode_tokens - before_probe.decode_tokens > question.max_tokens)
+                  and after.decode_tokens - before_probe.decode_tokens > own)
         deferred = served and not waits_its_turn
         # Once a probe that waited its turn went unanswered, every later one waits its turn too, until an answer.
         state["deferred"] = MAX_SKIPPED_PROBES if waits_its_turn else state.get("deferred", 0) + 1 if deferred else 0

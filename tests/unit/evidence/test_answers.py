@@ -672,3 +672,16 @@ def test_thinking_that_never_ends_is_refused_as_thinking_not_disabled(engine_at)
     assert shown["received"].startswith("(no answer")
     thinking = result.as_dict()["thinking"]
     assert thinking["retried"] == thinking["cut_after_retry"] == thinking["of"]
+
+
+def test_the_probe_after_admission_reads_a_thinking_reply_and_names_thinking_that_never_ends(engine_at):
+    engine = ThinkingEngine(words=48)
+    ctx = context(engine_at(engine), period_s=1.0)
+    ctx.state["last_probe_at"] = 0.0
+    [probe] = answers.rechecks(ctx)
+    assert probe.passed and [r["max_tokens"] for r in engine.requests] == [32, 32 + answers.THINKING_RETRY_TOKENS]
+
+    ctx = context(engine_at(ThinkingEngine(words=2000)), period_s=1.0)
+    ctx.state["last_probe_at"] = 0.0
+    [probe] = answers.rechecks(ctx)
+    assert not probe.passed and probe.hint.startswith("thinking not disabled")
