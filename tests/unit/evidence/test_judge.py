@@ -180,3 +180,20 @@ def test_long_reasoning_is_read_but_a_huge_reply_is_not():
     thinking = " ".join(["hmm"] * 2000)  # 8 KB: above the answer's bound, under the whole reply's
     assert answer_set.judge(question, f"{START}{thinking}{END}85")
     assert answer_set.read(question, "x" * (answer_set.MAX_REASONING_REPLY_CHARS + 1) + END + "85") == (False, None)
+
+
+@pytest.mark.sglang
+@settings(max_examples=300, deadline=None)
+@given(text=st.lists(st.one_of(_PIECES, st.just(END), st.text(max_size=20)), max_size=10).map("".join))
+def test_the_final_answer_is_what_sglangs_own_parser_calls_content(text):
+    """Wherever the tags are, the answer judged is SGLang 0.5.23's `content` (deepseek-r1, non-streaming) whenever
+    the reply closed a block; without `</think>` SGLang calls it all reasoning, and the judge reads an answer only
+    when no `<think>` was opened either (raw text, `separate_reasoning: false`: a plain reply)."""
+    from sglang.srt.parser.reasoning_parser import ReasoningParser
+
+    _, content = ReasoningParser("deepseek-r1", stream_reasoning=False).parse_non_stream(text)
+    split = judge.reasoning(text)
+    if END in text:
+        assert split.answer == (content or "")
+    else:
+        assert split.answer == (None if START in text else text)
