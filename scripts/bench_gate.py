@@ -8,7 +8,13 @@
    the same run from the same client (inside the sentinel container, which sits on the engine network),
    requests alternating between the two paths.
 
-Usage: python scripts/bench_gate.py [--deploys 3] [--requests 40] [--time-scale 0.01]
+3. with `--answers-only`: the answers stage alone (engine time, and the thinking retries it made), against an
+   all-three simulator started without Docker, once per `--faults` set (repeatable; e.g. `--faults thinks-anyway`,
+   a model that reasons 48 words before each answer, `--faults thinks-anyway:200`, one whose reasoning forces the
+   stage's retry with more tokens on every question).
+
+Usage: python scripts/bench_gate.py [--deploys 3] [--requests 40] [--time-scale 0.01] [--faults F,G]
+       python scripts/bench_gate.py --answers-only [--faults ""] [--faults thinks-anyway] [--time-scale 0.1]
 """
 
 from __future__ import annotations
@@ -70,7 +76,16 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--time-scale", type=float, default=0.01, help="0.01: TPOT ~0.19 ms wall for all-three")
+    parser.add_argument("--faults", action="append", default=None,
+                        help="simulator faults (comma-separated); repeat with --answers-only for one row each")
+    parser.add_argument("--answers-only", action="store_true",
+                        help="only the answers stage, in-process against a simulator (no Docker)")
     args = parser.parse_args()
+    if args.answers_only:
+        return answers_only(args.faults or [""], args.time_scale, args.deploys)
+    if args.faults and len(args.faults) > 1:
+        parser.error("one --faults set per deploy benchmark")
+    faults = tuple(f for f in (args.faults or [""])[0].split(",") if f)
 
     healthy_to_open, verify_s, answers_s, calibration_s = [], [], [], []
     latency = None
@@ -80,6 +95,7 @@ def main() -> int:
             options = deploy_mod.DeployOptions(
                 profile="all-three", target="sim", project=project, out=Path(scratch) / project, port=free_port(),
                 sim_time_scale=args.time_scale, sim_startup_s=60.0, recheck_period_s=1.0, post_smoke=False,
+                sim_faults=faults,
             )
             stack = docker_cli.Project(project, options.out / "compose.yaml")
             try:
@@ -111,6 +127,39 @@ def main() -> int:
         gateway = statistics.median(r[index] for r in latency["gateway"]) * 1000
         print(f"gateway {what}: direct {direct:.2f} ms, via gateway {gateway:.2f} ms, ratio {gateway / direct:.3f}, "
               f"added {gateway - direct:.2f} ms (median of {args.requests} alternating requests, {args.tokens} tokens)")
+    return 0
+
+
+def answers_only(fault_sets: list[str], time_scale: float, runs: int) -> int:
+    """The answers stage's engine time per fault set, `runs` times each on a fresh all-three simulator."""
+    from sparkgate.evidence import answers
+    from sparkgate.evidence.client import EngineClient
+    from tests.plugins.simproc import Sim, profile_launch
+
+    want = {"engine": {"served_model_name": "ling-v3-flash-fp4"}, "time_scale": time_scale,
+            "requested": ["humming", "fp8_lm_head", "mtp"],
+            "answers": {"set_version": answers.answer_set_mod.SET_VERSION, "baseline": None}}
+    print(f"answers stage, all-three on the simulator (engine time: the simulator's model of a Spark; "
+          f"time scale {time_scale}, {runs} fresh engine(s) per row)")
+    with tempfile.TemporaryDirectory() as scratch:
+        for faults in fault_sets:
+            elapsed, passed, thinking = [], True, {}
+            for run in range(runs):
+                argv, env = profile_launch("all-three")
+                sim = Sim(argv, {**env, "SPARKGATE_SIM_FAULTS": faults}, Path(scratch) / f"sim-{len(faults)}-{run}",
+                          scale=time_scale)
+                sim.start().wait_ready(timeout=120)
+                try:
+                    result = answers.run(EngineClient(sim.base_url), want, time_scale)
+                finally:
+                    sim.stop()
+                elapsed.append(round(result.elapsed_s, 2))
+                passed = passed and all(c.passed for c in answers.checks(result, want))
+                thinking = result.thinking()
+            print(f"  faults {faults or '(none)':<22} median {statistics.median(elapsed):7.2f} s {elapsed}  "
+                  f"{'admitted' if passed else 'REFUSED'}; replies that thought {thinking['thought']}/{thinking['of']}, "
+                  f"asked again {thinking['retried']} ({thinking['retry_completion_tokens']} tokens in the retries), "
+                  f"cut after the retry {thinking['cut_after_retry']}")
     return 0
 
 

@@ -34,6 +34,9 @@ Kind = Literal["integer", "word", "integer_list"]
 # (64 tokens each on a Spark), short enough that its prefill stays a fraction of a second there.
 MAX_DOCUMENT_CHARS = 8000
 MAX_REPLY_CHARS = 4000  # far above the longest right reply (the counting list, about 90 characters)
+# A whole reply, reasoning included: a thinking reply asked again has at most a few hundred tokens of reasoning
+# (answers.THINKING_RETRY_TOKENS), a few thousand characters; anything longer is not read at all.
+MAX_REASONING_REPLY_CHARS = 32_000
 _ID = r"^[a-z0-9][a-z0-9-]{0,40}$"
 
 
@@ -116,9 +119,13 @@ def load() -> AnswerSet:
 def read(question: Question, reply: str) -> tuple[bool, str | None]:
     """(right, what the judge read), by the contract of sparkgate/evidence/judge.py: the answer stated once in the
     result position, no other candidate, only allowed words, no symbols. What was read is the answer when right,
-    else what the reply stated (its numbers, or its first word). A reply longer than any right one could be
-    (MAX_REPLY_CHARS) is wrong unread."""
-    if len(reply) > MAX_REPLY_CHARS:
+    else what the reply stated (its numbers, or its first word). Only the final answer after a reasoning block is
+    judged (judge.reasoning); a reply whose block never closed has none and is wrong. An answer longer than any right
+    one could be (MAX_REPLY_CHARS), or a reply longer than MAX_REASONING_REPLY_CHARS, is wrong unread."""
+    if len(reply) > MAX_REASONING_REPLY_CHARS:
+        return False, None
+    final = judge_mod.reasoning(reply).answer
+    if final is None or len(final) > MAX_REPLY_CHARS:
         return False, None
     if question.kind == "integer":
         return judge_mod.read_integer(question.judged_text, question.answer, reply)

@@ -17,6 +17,13 @@ Asked through the chat route a client uses (`POST /v1/chat/completions`), temper
    that leaves the baseline's tokens only where the baseline's top two candidates were within NEAR_TIE_NATS
    (a near-tie the FP8 head or speculation may move) and is still judged right.
 
+A reply that thinks anyway (a chat template that ignores `enable_thinking`, a model build that always reasons) is
+read, not cut: only its final answer after the reasoning block (judge.reasoning: the first `</think>`, as SGLang's
+reasoning parser splits) is judged, by the same contract. One that opened a block and was cut at `max_tokens`
+before its answer is asked once more with THINKING_RETRY_TOKENS more (once per question; its time and tokens count
+in the stage's, `answers.thinking` in the verdict). Still cut, it is wrong, and the check says "thinking not
+disabled".
+
 After admission the sentinel asks one question at a time, rotating through the set, on the same idle rule
 as the MTP acceptance probe: `sentinel.answer_probe` (see `start_rechecks` / `rechecks`).
 """
@@ -29,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 
 from sparkgate.evidence import activity as activity_mod
 from sparkgate.evidence import answer_set as answer_set_mod
+from sparkgate.evidence import judge as judge_mod
 from sparkgate.evidence.answer_set import AnswerSet, Question
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.recheck import RecheckContext, scrape
@@ -76,7 +84,11 @@ WITH_LOGPROBS = {"logprobs": True, "top_logprobs": 2}
 # leave the baseline's tokens only where the baseline's top two were within NEAR_TIE_NATS.
 TOKEN_TOLERANCE_NATS = 0.5
 NEAR_TIE_NATS = 0.5
-MAX_LOGPROB_TOKENS = 512
+MAX_LOGPROB_TOKENS = 1024  # above a question's max_tokens (256 at most) plus THINKING_RETRY_TOKENS
+# A model that thinks although asked not to (a chat template that ignores enable_thinking) runs out of a short
+# question's max_tokens inside its reasoning. Such a reply is asked once more with this many more tokens: room for
+# a short reasoning block and the answer; bounded (once per question, in the stage's time), never open-ended.
+THINKING_RETRY_TOKENS = 512
 
 
 class LogprobsUnreadable(ValueError):
@@ -136,6 +148,13 @@ class Reply:
     error: str | None = None
     timed_out: bool = False
     tokens: list[list] | None = None  # [token, logprob, runner-up logprob] each (read_logprobs)
+    thought: bool = False  # a reply (the first try or the retry) opened a reasoning block (judge.reasoning)
+    retried: bool = False  # cut while thinking, asked once more with THINKING_RETRY_TOKENS more
+
+    @property
+    def thinking_cut(self) -> bool:
+        """Thinking not disabled: the reply thought and was still cut at max_tokens (after its one retry)."""
+        return self.thought and self.cut
 
     @property
     def cut(self) -> bool:
@@ -143,10 +162,17 @@ class Reply:
         return self.finish_reason == "length"
 
     def shown(self) -> dict:
-        received = self.error if self.error else _clip(self.text or "")
+        thought = judge_mod.reasoning(self.text or "")
+        received = self.error if self.error else _clip(thought.answer or "")
         shown = {"question": self.question, "expected": self.expected, "received": received, "read_as": self.extracted}
+        if self.thought and not self.error:
+            # The answer is what is shown; of the reasoning, only its size (the whole text is in the verdict's replies).
+            shown["reasoning_chars"] = len(thought.reasoning or "")
+            if thought.answer is None:
+                shown["received"] = "(no answer: the reasoning block never closed)"
         if self.cut:
-            shown["finish_reason"] = "length (cut at max_tokens)"
+            shown["finish_reason"] = "length (cut at max_tokens" + (
+                f", also after one retry with {THINKING_RETRY_TOKENS} more tokens)" if self.retried else ")")
         return shown
 
 
@@ -174,7 +200,16 @@ class AnswersResult:
                 # to the questions answered right, and how each reply was read.
                 "read_as": {r.id: r.extracted for r in self.every_reply()},
                 "texts": {r.id: r.text for r in self.every_reply() if r.correct},
-                "logprobs": {r.id: r.tokens for r in self.every_reply() if r.correct and r.tokens is not None}}
+                "logprobs": {r.id: r.tokens for r in self.every_reply() if r.correct and r.tokens is not None},
+                "thinking": self.thinking()}
+
+    def thinking(self) -> dict:
+        """How many replies thought, how many of those were asked again, and what the retries cost."""
+        every = [r for r in (*self.every_reply(), self.warm) if r is not None]
+        retried = [r for r in every if r.retried]
+        return {"thought": sum(r.thought for r in every), "retried": len(retried),
+                "cut_after_retry": sum(r.thinking_cut for r in every),
+                "retry_completion_tokens": sum(r.completion_tokens or 0 for r in retried), "of": len(every)}
 
 
 def _clip(text: str) -> str:
@@ -184,29 +219,47 @@ def _clip(text: str) -> str:
 def ask(client: EngineClient, model: str, answers: AnswerSet, question: Question, scale: float,
         timeout_s: float | None = None) -> Reply:
     """One question through the chat route; the reply judged against the set's answer. `timeout_s` is wall
-    time (default: REQUEST_TIMEOUT_S of engine time)."""
+    time (default: REQUEST_TIMEOUT_S of engine time), per request. A reply that thought (judge.reasoning) and was
+    cut at max_tokens is asked once more with THINKING_RETRY_TOKENS more room (module doc); its time counts."""
     reply = Reply(id=question.id, question=question.prompt, expected=question.answer)
     body = {"model": model, "messages": answers.messages(question),
             "temperature": 0, "max_tokens": question.max_tokens, "stream": False, **RAW_ANSWER, **WITH_LOGPROBS}
+    timeout = timeout_s or max(5.0, REQUEST_TIMEOUT_S * scale)
     started = client.clock()
     try:
-        response = client.post_json(CHAT_ROUTE, body, timeout=timeout_s or max(5.0, REQUEST_TIMEOUT_S * scale))
+        _ask_once(client, body, reply, timeout)
+        if reply.error is None and reply.cut and reply.thought:
+            reply.retried = True
+            _ask_once(client, {**body, "max_tokens": question.max_tokens + THINKING_RETRY_TOKENS}, reply, timeout)
+    finally:
+        reply.elapsed_s = round((client.clock() - started) / scale, 3)
+    if reply.error is None and reply.text is not None:
+        reply.correct, reply.extracted = answer_set_mod.read(question, reply.text)
+        # A right answer ends by itself: "85 85 85 ..." up to max_tokens is decode garbage after a right first token.
+        reply.correct = reply.correct and reply.finish_reason == "stop"
+    return reply
+
+
+def _ask_once(client: EngineClient, body: dict, reply: Reply, timeout: float) -> None:
+    """One request; its reply's fields set afresh (a retry replaces the first try's)."""
+    reply.text = reply.finish_reason = reply.error = reply.tokens = None
+    try:
+        response = client.post_json(CHAT_ROUTE, body, timeout=timeout)
     except EngineUnreachable as exc:
         reply.error = str(exc)
         reply.timed_out = exc.timed_out
-        return reply
-    finally:
-        reply.elapsed_s = round((client.clock() - started) / scale, 3)
+        return
     try:
         choice = response["choices"][0]
         content = choice["message"]["content"]
     except (KeyError, IndexError, TypeError):
         reply.error = "no choices[0].message.content in the chat response"
-        return reply
+        return
     if not isinstance(content, str):
         reply.error = f"choices[0].message.content is {type(content).__name__}, not text"
-        return reply
+        return
     reply.text = content
+    reply.thought = reply.thought or judge_mod.reasoning(content).thought
     reply.finish_reason = choice.get("finish_reason") if isinstance(choice, dict) else None
     usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
     tokens, prompt_tokens = usage.get("completion_tokens"), usage.get("prompt_tokens")
@@ -216,10 +269,6 @@ def ask(client: EngineClient, model: str, answers: AnswerSet, question: Question
         reply.tokens = read_logprobs(choice)
     except LogprobsUnreadable:
         reply.tokens = None  # judged as text still; baseline agreement reports the missing log-probabilities
-    reply.correct, reply.extracted = answer_set_mod.read(question, content)
-    # A right answer ends by itself: "85 85 85 ..." up to max_tokens is decode garbage after a right first token.
-    reply.correct = reply.correct and reply.finish_reason == "stop"
-    return reply
 
 
 def run(client: EngineClient, expectations: dict, scale: float) -> AnswersResult:
@@ -270,14 +319,25 @@ def checks(answers: AnswersResult | None, expectations: dict) -> list[CheckResul
     return results
 
 
+def thinking_hint(cut: list[Reply]) -> str:
+    """The one-line hint when replies thought and ran out of tokens even after their retry."""
+    return (f"thinking not disabled: {len(cut)} repl{'y' if len(cut) == 1 else 'ies'} opened a reasoning block and "
+            f"were still cut at max_tokens after one retry with {THINKING_RETRY_TOKENS} more tokens (threshold: "
+            "the final answer within the question's max_tokens plus the retry's); likely cause: the chat template "
+            f"ignores chat_template_kwargs.{C.string_('chat_enable_thinking')}=false (a template or model build "
+            "that always reasons). Fix: serve the model's own chat template (one that honours enable_thinking, "
+            "--chat-template), or a build that does not think when asked not to")
+
+
 def _cold(answers: AnswersResult, source: str) -> CheckResult:
     cold = answers.cold
+    hint = ("the engine answered its cold first request wrong: kernels that garble only the cold prefill (a JIT "
+            "kernel compiled for the first shape, speculative decoding's first verify, a CUDA graph captured with "
+            "bad buffers). Later requests may look right, so smoke tests pass; this one does not. " + LIKELY_GARBLE)
     return checked(
         "answers.cold_prefill", cold.correct, {"right": cold.correct, **cold.shown()},
         "the first request after start answered right", f"{source}: the first request the gate sends",
-        "the engine answered its cold first request wrong: kernels that garble only the cold prefill (a JIT "
-        "kernel compiled for the first shape, speculative decoding's first verify, a CUDA graph captured with "
-        "bad buffers). Later requests may look right, so smoke tests pass; this one does not. " + LIKELY_GARBLE,
+        thinking_hint([cold]) if cold.thinking_cut else hint,
     )
 
 
@@ -289,8 +349,11 @@ def _correct(answers: AnswersResult, answer_set: AnswerSet, source: str) -> Chec
         return failed("answers.correct", {"answer_set": answers.version_problem}, f"answer set {answers.set_version}",
                       source, "the bundle was rendered by another sparkgate version: re-render and redeploy")
     errors = [r for r in wrong if r.error]
+    thinking_cut = [r for r in wrong if r.thinking_cut]
     hint = LIKELY_GARBLE
-    if errors:
+    if thinking_cut:
+        hint = thinking_hint(thinking_cut)
+    elif errors:
         hint = (f"{len(errors)} question(s) got no answer ({errors[0].error}): check `invoke logs`; the chat "
                 "route must answer within the request timeout")
     return checked(
@@ -483,8 +546,9 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
                 else "overdue: waiting its turn behind client traffic"}
     if reply.timed_out:
         # More tokens decoded than this probe could have made itself: the engine served other requests meanwhile.
+        own = question.max_tokens + (question.max_tokens + THINKING_RETRY_TOKENS if reply.retried else 0)
         served = (after is not None and before_probe is not None
-                  and after.decode_tokens - before_probe.decode_tokens > question.max_tokens)
+                  and after.decode_tokens - before_probe.decode_tokens > own)
         deferred = served and not waits_its_turn
         # Once a probe that waited its turn went unanswered, every later one waits its turn too, until an answer.
         state["deferred"] = MAX_SKIPPED_PROBES if waits_its_turn else state.get("deferred", 0) + 1 if deferred else 0
@@ -505,4 +569,6 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
             "until a fresh full verification passes. " + LIKELY_GARBLE)
     if reply.error:
         hint = f"the probe got an error instead of an answer ({reply.error}): check `invoke logs`"
+    elif reply.thinking_cut:
+        hint = thinking_hint([reply])
     return [checked("sentinel.answer_probe", reply.correct, observed, expected, source, hint)]

@@ -1,6 +1,7 @@
 """How a reply is judged against its question's one answer: the contract (docs/checks/answers.md).
 
-A reply is **right** when, after normalising it - the part after any `</think>`, a trailing end-of-text marker
+A reply is **right** when, after normalising it - its final answer (`reasoning`: the part after the first
+`</think>`, as SGLang's reasoning parser splits it; a reply that opened a block and never closed it has none), a trailing end-of-text marker
 (`<|endoftext|>`, `<|im_end|>`, `</s>`, `<eos>`) removed, markdown (`**`, `__`, backticks, `$`, `\\boxed{}`,
 `\\text{}`, headings and bullets) removed, case folded, every Unicode decimal digit read as its ASCII digit - it:
 
@@ -31,7 +32,11 @@ import unicodedata
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
-THINK_END = "</think>"
+from sparkgate.sglang import conformance as C
+
+# SGLang's reasoning markup (sglang/srt/parser/reasoning_parser.py, the deepseek-r1 detector Ling-3 uses).
+THINK_START = C.string_("think_start")
+THINK_END = C.string_("think_end")
 _END_MARKERS = re.compile(r"(?:\s*(?:<\|[a-z_]{1,20}\|>|</s>|<eos>|<\|endoftext\|>))+\s*$", re.IGNORECASE)
 _MARKDOWN = re.compile(r"\*\*|__|`+|\$|\\boxed\{|\\text\{|\\mathrm\{|\\[()\[\]]|^\s*(?:#{1,6}|>|[-*+]\s)\s*",
                        re.MULTILINE)
@@ -85,8 +90,35 @@ def canonical(number: str) -> str | None:
         return None
 
 
+@dataclass(frozen=True)
+class Thought:
+    """A reply split into its reasoning block and its final answer (`reasoning`)."""
+
+    reasoning: str | None  # None: the reply opened no reasoning block
+    answer: str | None  # None: the block was never closed, so no answer followed it
+
+    @property
+    def thought(self) -> bool:
+        return self.reasoning is not None
+
+
+def reasoning(reply: str) -> Thought:
+    """Split at the first `</think>`, as SGLang's deepseek-r1 detector does (force_reasoning: everything before the
+    first end tag is reasoning, a leading `<think>` stripped): what follows is the final answer, judged by the
+    contract. A reply with a `<think>` and no `</think>` is all reasoning, with no answer (thinking cut short, or a
+    block opened where an answer belongs). A reply with neither tag is all answer. Any tag left in the answer (a
+    second block, a nested one) is a symbol there, so the answer is wrong: the split never guesses further."""
+    head, end, tail = reply.partition(THINK_END)
+    if end:
+        body = head.lstrip()
+        return Thought(reasoning=body[len(THINK_START):] if body.startswith(THINK_START) else head, answer=tail)
+    if THINK_START in reply:
+        return Thought(reasoning=reply, answer=None)
+    return Thought(reasoning=None, answer=reply)
+
+
 def normalised(reply: str) -> str:
-    text = reply.rpartition(THINK_END)[2] if THINK_END in reply else reply
+    text = reasoning(reply).answer or ""
     text = _END_MARKERS.sub("", text)
     text = "".join(str(unicodedata.digit(c)) if unicodedata.category(c) == "Nd" else c
                    for c in unicodedata.normalize("NFKC", text))

@@ -46,8 +46,23 @@ def print_verdict(verdict: Verdict, console: Console) -> None:
             inert(f" {check.name}: observed {_short(check.observed, 1500)}, expected {_short(check.expected, 120)} "
                   f"(source: {check.source}). Hint: {check.hint}"),
         ))
+    thinking = thinking_line(verdict)
+    if thinking:
+        console.print(Text(thinking))
     if verdict.passed:
         console.print(f"[green]all {len(verdict.checks)} checks passed[/green]")
+
+
+def thinking_line(verdict: Verdict) -> str | None:
+    """One line when replies reasoned although asked with thinking off (answers.py: read, asked again)."""
+    counts = (verdict.answers or {}).get("thinking")
+    if not isinstance(counts, dict) or not counts.get("thought"):
+        return None
+    count = {k: counts.get(k) if isinstance(counts.get(k), int) else "?" for k in
+             ("thought", "of", "retried", "retry_completion_tokens", "cut_after_retry")}
+    return (f"answers: {count['thought']} of {count['of']} replies reasoned although thinking was off (read past "
+            f"the reasoning); {count['retried']} asked again with more tokens ({count['retry_completion_tokens']} "
+            f"tokens), {count['cut_after_retry']} still cut")
 
 
 def write_json(verdict: Verdict, path: Path) -> None:

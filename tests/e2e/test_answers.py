@@ -80,3 +80,14 @@ def test_a_wrong_answer_after_admission_closes_the_gate_until_a_fresh_verdict_pa
         reopened = wait_for(lambda: stack.verdict()["state"] == "open", timeout=120, interval=1)
     assert reopened, stack.verdict()["reason"]
     assert stack.verdict()["full_runs"] > runs_before, "reopened without a fresh full verification"
+
+
+def test_an_engine_that_thinks_anyway_is_read_and_admitted(deploy_stack):
+    """thinks-anyway: the chat template ignores enable_thinking, every reply reasons 48 words past a short question's
+    32 tokens; the answers stage asks each once more with room, reads the answer after `</think>`, and admits."""
+    stack = deploy_stack("all-three", faults=("thinks-anyway",))
+    assert stack.result.admitted, stack.result.reason
+    shown = stack.verdict()["full"]["verification"]["answers"]
+    thinking = shown["thinking"]
+    assert thinking["thought"] == thinking["of"] and thinking["retried"] > 0 and thinking["cut_after_retry"] == 0
+    assert shown["right"] == shown["of"] and shown["cold"]["text"].lstrip().startswith("<think>")

@@ -184,3 +184,87 @@ def tree_digest(path: Path) -> str:
     for file in sorted(p for p in path.rglob("*") if p.is_file()):
         digest.update(str(file.relative_to(path)).encode() + b"\0" + file.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+# --- the thinker: a model that reasons anyway, then answers (issue 35) ------------------------------------------
+# A random-weight model answers nothing right, so the answers stage could only ever refuse it. The thinker is a
+# LlamaForCausalLM with crafted weights: every layer's output projections are zero, so the residual stream is the
+# current token's embedding and the model is a bigram machine, next token = f(current token), through the real
+# SGLang (tokenizer, prefill over the whole prompt, greedy decode, logprobs, detokenizer, EOS and max_tokens). Its
+# chat template plants one key token per question of the shipped answer set at the end of the generation prompt
+# and ignores `enable_thinking` (what a template that "thinks anyway" does); from the key the model writes
+# `<think>`, THINKER_REASONING_TOKENS reasoning tokens, `</think>` with the final answer (the set's own, or a wrong
+# one), then EOS. Each step is an added token of its own, so chains never merge and f is a function.
+THINKER_REASONING_TOKENS = 48  # past a short question's 32 tokens: the gate must ask again with room
+THINKER_HIDDEN = 512  # random unit embeddings this wide are near-orthogonal: the right successor wins by far
+THINKER_LOGIT_SCALE = 40.0
+THINKER_WRONG_ANSWER = "7777"
+
+
+def _thinker_chains(wrong: bool) -> list[tuple[str, str, list[str]]]:
+    """(question prompt, key token, the tokens the model writes after it) per question of the shipped set."""
+    from sparkgate.evidence import answer_set as answer_set_mod
+
+    chains = []
+    for question in answer_set_mod.load().every_question():
+        answer = THINKER_WRONG_ANSWER if wrong else question.answer
+        written = [f"<think>\n({question.id})"]
+        written += [f" step{i}.{question.id}" for i in range(THINKER_REASONING_TOKENS)]
+        written.append(f" (done {question.id})\n</think>\n\n{answer}")
+        chains.append((question.prompt, f"<q:{question.id}>", written))
+    return chains
+
+
+def thinker_template(chains: list[tuple[str, str, list[str]]]) -> str:
+    """ChatML, and at the end of the generation prompt the key of the question the last message asks. It never
+    reads `enable_thinking`: the model thinks whatever the request says."""
+    keys = "".join(f"{'{% if' if i == 0 else '{% elif'} {json.dumps(prompt)} in last %}}{key}"
+                   for i, (prompt, key, _) in enumerate(chains))
+    return CHATML_TEMPLATE.replace(
+        "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
+        "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% set last = messages[-1]['content'] %}"
+        + keys + "{% endif %}{% endif %}")
+
+
+def build_tiny_thinker(dest: Path, wrong: bool = False) -> Path:
+    """The thinker (module note above): right final answers, or `wrong` ones, after the same reasoning."""
+    import torch
+    from tokenizers import AddedToken
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    dest.mkdir(parents=True, exist_ok=True)
+    ids = build_tokenizer(dest)
+    chains = _thinker_chains(wrong)
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(dest)
+    added = [key for _, key, _ in chains] + [token for _, _, written in chains for token in written]
+    tokenizer.add_tokens([AddedToken(t, normalized=False, special=False) for t in added])
+    tokenizer.chat_template = thinker_template(chains)
+    tokenizer.save_pretrained(dest)
+    vocab = 64 * -(-len(tokenizer) // 64)
+    config = LlamaConfig(vocab_size=vocab, hidden_size=THINKER_HIDDEN, intermediate_size=128, num_hidden_layers=1,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=CONTEXT_LEN,
+                         tie_word_embeddings=False, **ids)
+    model = LlamaForCausalLM(config)
+    generator = torch.Generator().manual_seed(SEED)
+    embed = torch.nn.functional.normalize(torch.randn(vocab, THINKER_HIDDEN, generator=generator), dim=1)
+    successor: dict[int, int] = {}
+    for _, key, written in chains:
+        steps = [tokenizer.convert_tokens_to_ids(t) for t in (key, *written)] + [ids["eos_token_id"]]
+        successor.update(zip(steps, steps[1:], strict=False))
+    head = torch.zeros(vocab, THINKER_HIDDEN)
+    for current, following in successor.items():
+        head[following] += embed[current] * THINKER_LOGIT_SCALE
+    with torch.no_grad():
+        model.model.embed_tokens.weight.copy_(embed)
+        model.lm_head.weight.copy_(head)
+        model.model.norm.weight.fill_(1.0)
+        for layer in model.model.layers:  # nothing written into the residual stream: the bigram machine
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+    model = model.to(torch.bfloat16)
+    # The crafted successor must win at every step in the served precision (RMSNorm of a unit vector, scaled).
+    normed = model.model.norm(model.model.embed_tokens.weight[list(successor)].unsqueeze(0))[0]
+    chosen = (normed @ model.lm_head.weight.T).float().argmax(dim=-1).tolist()
+    assert chosen == list(successor.values()), "the thinker's crafted successors do not win in bf16"
+    model.save_pretrained(dest)
+    return dest

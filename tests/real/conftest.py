@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.real import engine as engine_mod
-from tests.real.checkpoints import DUMMY_WEIGHTS_ARGS, build_tiny_bailing_v2, build_tiny_llama
+from tests.real.checkpoints import DUMMY_WEIGHTS_ARGS, build_tiny_bailing_v2, build_tiny_llama, build_tiny_thinker
 from tests.real.engine import NEXTN_ARGS, EngineSlot, Launch, RealEngine, standalone_args
 
 TINY_LLAMA_NAME = "tiny-llama"
@@ -33,6 +33,17 @@ def tiny_llama_path(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_bailing_v2_path(tmp_path_factory) -> Path:
     return build_tiny_bailing_v2(tmp_path_factory.mktemp("checkpoints") / TINY_BAILING_NAME)
+
+
+@pytest.fixture(scope="session")
+def thinker_launches(tmp_path_factory) -> dict[str, Launch]:
+    """The thinker (checkpoints.py), reasoning before a right and before a wrong final answer, each with SGLang's
+    deepseek-r1 reasoning parser (what the shipped profiles launch with)."""
+    root = tmp_path_factory.mktemp("checkpoints")
+    return {kind: Launch(model_path=build_tiny_thinker(root / f"tiny-thinker-{kind}", wrong=kind == "wrong"),
+                         served_model_name=f"tiny-thinker-{kind}", max_running_requests=1,
+                         extra_args=("--reasoning-parser", "deepseek-r1"))
+            for kind in ("right", "wrong")}
 
 
 @pytest.fixture(scope="session")
@@ -140,7 +151,7 @@ def pytest_terminal_summary(terminalreporter):
 # launch starts once. A test belongs to the last block among the launches its fixtures start (the earlier ones
 # are cached, session-scoped, by then); within a block the order is the modules', then the file's. The lifecycle
 # tests start their own servers and need the slot empty, so tests that need no launch come first.
-LAUNCH_BLOCKS = ("dense", "dense variations", "standalone", "bailing", "humming", "nextn")
+LAUNCH_BLOCKS = ("dense", "dense variations", "standalone", "bailing", "humming", "nextn", "thinker")
 FIXTURE_BLOCK = {
     "dense_engine": "dense", "dense_reference": "dense", "sides_dense": "dense",
     "dense_verdicts": "dense variations",
@@ -148,6 +159,7 @@ FIXTURE_BLOCK = {
     "bailing_engine": "bailing", "bailing_reference": "bailing", "nextn_off_verdicts": "bailing",
     "humming_verdicts": "humming",
     "nextn_engine": "nextn", "sides_nextn": "nextn", "nextn_on_verdicts": "nextn", "outputs": "nextn",
+    "thinker_answers": "thinker",
 }
 MODULE_ORDER = ("test_engine_lifecycle", "test_engine_starts", "test_differential", "test_fixture_in_real_output",
                 "test_gate_verdicts")

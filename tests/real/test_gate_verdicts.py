@@ -306,6 +306,59 @@ def test_speculation_keeps_the_log_probabilities_within_the_tolerance_of_the_sam
     print(f"\nNEXTN vs none, {len(verdicts)} replies: max |delta logprob| {worst} nats")
 
 
+# --- a model that thinks anyway: read, not cut (issue 35) ---------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def thinker_answers(real_engines, thinker_launches) -> dict[str, tuple[answers.AnswersResult, dict, dict]]:
+    """kind -> (the answers stage, its checks by name, one chat reply with thinking on split by SGLang's parser)."""
+    from sparkgate.evidence.client import EngineClient
+
+    out = {}
+    for kind, launch in thinker_launches.items():
+        engine = real_engines.get(launch)
+        want = {"engine": {"served_model_name": launch.served_model_name}, "time_scale": 1.0, "requested": [],
+                "answers": {"set_version": answers.answer_set_mod.SET_VERSION, "baseline": None}}
+        result = answers.run(EngineClient(engine.url), want, 1.0)
+        question = answers.answer_set_mod.load().questions[0]
+        body = {"model": launch.served_model_name, "messages": answers.answer_set_mod.load().messages(question),
+                "temperature": 0, "max_tokens": 128, "chat_template_kwargs": {"enable_thinking": True}}
+        split = engine.post("/v1/chat/completions", body).json()["choices"][0]["message"]
+        out[kind] = (result, {c.name: c for c in answers.checks(result, want)}, split)
+    return out
+
+
+def test_a_real_engine_that_thinks_anyway_is_read_and_admitted_when_its_answers_are_right(thinker_answers):
+    """The real SGLang serving a model whose template ignores enable_thinking=false: every reply reasons 48 tokens
+    before its answer, past a short question's 32; the stage asks each once more with room, reads the final answer
+    after `</think>`, and every answers check passes."""
+    result, checks, _ = thinker_answers["right"]
+    assert all(c.passed for c in checks.values()), {n: c.observed for n, c in checks.items() if not c.passed}
+    thinking = result.thinking()
+    cut = [q for q in answers.answer_set_mod.load().questions if q.max_tokens < 51]  # 48 + two tags + the answer
+    assert thinking["thought"] == thinking["of"] and thinking["cut_after_retry"] == 0
+    assert thinking["retried"] == len(cut) > 0
+    assert result.cold.text.startswith("<think>") and all(r.finish_reason == "stop" for r in result.every_reply())
+
+
+def test_a_real_engine_that_thinks_then_answers_wrong_is_refused_as_any_wrong_answer(thinker_answers):
+    result, checks, _ = thinker_answers["wrong"]
+    correct = checks["answers.correct"]
+    assert not correct.passed and not checks["answers.cold_prefill"].passed
+    assert correct.hint == answers.LIKELY_GARBLE  # not "thinking not disabled": the answer came, and is wrong
+    assert {w["received"].strip() for w in correct.observed["wrong"]} == {"7777"}
+    assert result.thinking()["cut_after_retry"] == 0
+
+
+def test_sglangs_reasoning_parser_splits_a_real_reply_where_the_judge_does(thinker_answers):
+    """Thinking on, with the deepseek-r1 parser: SGLang's own split (reasoning_content, content) is the judge's."""
+    for kind in ("right", "wrong"):
+        result, _, split = thinker_answers[kind]
+        reply = next(r for r in result.replies if r.id == answers.answer_set_mod.load().questions[0].id)
+        ours = answers.judge_mod.reasoning(reply.text)
+        assert split["content"] == ours.answer and split["reasoning_content"].strip() == ours.reasoning.strip()
+
+
 # --- captures of real verdicts (docs/field-reports.md) ----------------------------------------------------------
 
 def test_a_fresh_capture_of_each_real_verdict_replays_to_it(dense_verdicts, nextn_off_verdicts, nextn_on_verdicts,

@@ -426,9 +426,11 @@ class Engine:
             seed, max_len=self.num_draft_tokens, broken=engaged.draft_broken, degraded=degraded,
             nominal=timing.nominal_accept_length(engaged.dspark, kind),
         )
-        thinks = textgen.model_thinks(req.prompt_key)
+        thinks_anyway = self.board.latched(faults.THINKS_ANYWAY)
+        thinks = textgen.model_thinks(req.prompt_key, template_ignores_off=thinks_anyway is not None)
+        reasoning_words = thinks_anyway.count() if thinks_anyway is not None else None
         answer = self._answer_words(req)
-        natural = textgen.natural_length(seed, thinks, answer)
+        natural = textgen.natural_length(seed, thinks, answer, reasoning_words)
         if answer is not None:  # the model stops at EOS after the answer, unless the budget ends first
             limit = natural if req.max_new_tokens is None else min(req.max_new_tokens, natural)
         else:
@@ -449,7 +451,7 @@ class Engine:
         self._sleep_until(start, sim_elapsed, epoch)
         self._advance_busy(ttft)  # work done: a request arriving during this prefill waits all of it
         code = kind == workload.CODE
-        first_word, first_id = textgen.output_token(seed, 0, thinks, code, answer)
+        first_word, first_id = textgen.output_token(seed, 0, thinks, code, answer, reasoning_words)
         words, ids = [first_word], [first_id]
         new = list(words)  # the tokens the latest chunk adds
         itl_samples: list[tuple[float, int]] = []
@@ -491,7 +493,7 @@ class Engine:
             sim_elapsed += dt
             self._sleep_until(start, sim_elapsed - sim_elapsed_at_anchor, epoch)
             self._advance_busy(dt + stalled_s)
-            emitted = [textgen.output_token(seed, len(words) + i, thinks, code, answer) for i in range(k)]
+            emitted = [textgen.output_token(seed, len(words) + i, thinks, code, answer, reasoning_words) for i in range(k)]
             new = [token for token, _ in emitted]
             ids.extend(token_id for _, token_id in emitted)
             words.extend(new)
@@ -542,7 +544,7 @@ class Engine:
             head = logits.Head(fp8=engaged.fp8_lm_head,
                                scale_off=engaged.fp8_lm_head and self.board.loaded_with(faults.FP8_HEAD_SCALE_OFF))
             chosen, tops = logits.token_logprobs(
-                seed, words, ids, textgen.answer_start(seed, thinks) if answer is not None else None,
+                seed, words, ids, textgen.answer_start(seed, thinks, reasoning_words) if answer is not None else None,
                 len(answer or ()), head, req.top_logprobs)
             meta["output_token_logprobs"] = chosen
             if req.top_logprobs:

@@ -42,6 +42,10 @@ MEMORY_PRESSURE = "memory-pressure"
 # A CUDA hang as Spark users report it: a decoding request stops making tokens (after its first decode-log
 # report) while /health and /metrics keep answering; clearing the fault lets it finish (engine.py).
 DECODE_STALL = "decode-stall"
+# A chat template that ignores `enable_thinking: false` (load time: the template loads with the model): every chat
+# reply opens a think block of N reasoning words (default 48, about what a thinking model spends on a short
+# question) before its answer. With answers-garbled too, the answer after the reasoning is the wrong one.
+THINKS_ANYWAY = "thinks-anyway"
 
 LOAD_TIME = frozenset(
     {
@@ -58,6 +62,7 @@ LOAD_TIME = frozenset(
         DSPARK_DRAFTER_MISSING,
         COLD_PREFILL_GARBLE,
         FP8_HEAD_SCALE_OFF,
+        THINKS_ANYWAY,
     }
 )
 RUNTIME = frozenset({CRASH_AFTER_READY, DEGRADE_AFTER, PROBE_MISSING, ANSWERS_GARBLED, MEMORY_PRESSURE, DECODE_STALL})
@@ -65,7 +70,7 @@ ALL = LOAD_TIME | RUNTIME
 
 # Faults that take a `:N` parameter, and their value when it is omitted.
 # crash-after-ready alone: 60 simulated seconds after ready, whatever the traffic.
-DEFAULT_PARAMS = {CRASH_AFTER_READY: "60s", DEGRADE_AFTER: "3"}
+DEFAULT_PARAMS = {CRASH_AFTER_READY: "60s", DEGRADE_AFTER: "3", THINKS_ANYWAY: "48"}
 
 
 class FaultSpecError(ValueError):
@@ -81,7 +86,7 @@ class Fault:
         return f"{self.name}:{self.param}" if self.param is not None else self.name
 
     def count(self) -> int:
-        """The `:N` request count of crash-after-ready / degrade-after."""
+        """The `:N` of crash-after-ready / degrade-after (requests) or thinks-anyway (reasoning words)."""
         return int(self._value().rstrip("s"))
 
     @property
@@ -139,6 +144,11 @@ class FaultBoard:
     def loaded_with(self, name: str) -> bool:
         with self._lock:
             return name in self._latched
+
+    def latched(self, name: str) -> Fault | None:
+        """The load-time fault (with its parameter) this engine start runs with, or None."""
+        with self._lock:
+            return self._latched.get(name)
 
     def runtime(self, name: str) -> Fault | None:
         with self._lock:

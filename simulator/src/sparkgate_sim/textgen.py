@@ -81,14 +81,16 @@ def render_chat(messages: Iterable[Mapping[str, Any]], thinking: bool = True) ->
     return " ".join(parts)
 
 
-def model_thinks(prompt: str) -> bool:
-    """The model opens a think block when the prompt ends in an open assistant turn."""
-    return prompt.rstrip().endswith(ASSISTANT_OPEN)
+def model_thinks(prompt: str, template_ignores_off: bool = False) -> bool:
+    """The model opens a think block when the prompt ends in an open assistant turn; with a template that ignores
+    `enable_thinking: false` (faults.THINKS_ANYWAY), also after the pre-filled empty block."""
+    prompt = prompt.rstrip()
+    return prompt.endswith(ASSISTANT_OPEN) or (template_ignores_off and prompt.endswith(THINKING_OFF_PREFILL))
 
 
-def reasoning_length(seed: int) -> int:
-    """Reasoning words between the tags (not counting them)."""
-    return 24 + seed % 40
+def reasoning_length(seed: int, words: int | None = None) -> int:
+    """Reasoning words between the tags (not counting them): `words` when given (thinks-anyway:N)."""
+    return 24 + seed % 40 if words is None else words
 
 
 def request_seed(prompt_key: str, sampling: Mapping[str, Any]) -> int:
@@ -114,19 +116,19 @@ def word(seed: int, position: int) -> str:
     return VOCAB[token_index(seed, position)]
 
 
-def _tag_at(seed: int, position: int, thinks: bool) -> str | None:
+def _tag_at(seed: int, position: int, thinks: bool, words: int | None = None) -> str | None:
     if not thinks:
         return None
     if position == 0:
         return THINK_START
-    if position == reasoning_length(seed) + 1:
+    if position == reasoning_length(seed, words) + 1:
         return THINK_END
     return None
 
 
-def answer_start(seed: int, thinks: bool) -> int:
+def answer_start(seed: int, thinks: bool, words: int | None = None) -> int:
     """The position of an answer's first token: right after `</think>` when the model thinks."""
-    return reasoning_length(seed) + 2 if thinks else 0
+    return reasoning_length(seed, words) + 2 if thinks else 0
 
 
 def answer_token_id(text: str) -> int:
@@ -140,14 +142,16 @@ def answer_token_id(text: str) -> int:
 
 def output_token(
     seed: int, position: int, thinks: bool = False, code: bool = False, answer: tuple[str, ...] | None = None,
+    reasoning_words: int | None = None,
 ) -> tuple[str, int]:
     """(token text, token id) the model writes at `position` (from the code vocabulary when `code`; the
     answer's words where the answer goes when the prompt is a question it answers)."""
-    tag = _tag_at(seed, position, thinks)
+    tag = _tag_at(seed, position, thinks, reasoning_words)
     if tag is not None:
         return tag, THINK_TOKEN_IDS[tag]
-    if answer is not None and position >= answer_start(seed, thinks):
-        text = answer[position - answer_start(seed, thinks)]
+    start = answer_start(seed, thinks, reasoning_words)
+    if answer is not None and position >= start:
+        text = answer[position - start]
         return text, answer_token_id(text)
     if code:
         index = token_index(seed, position) % len(CODE_VOCAB)
@@ -160,9 +164,10 @@ def render_output(tokens: Iterable[str]) -> str:
     return "".join(_TAG_TEXT.get(t, " " + t) for t in tokens)
 
 
-def natural_length(seed: int, thinks: bool = False, answer: tuple[str, ...] | None = None) -> int:
+def natural_length(seed: int, thinks: bool = False, answer: tuple[str, ...] | None = None,
+                   reasoning_words: int | None = None) -> int:
     """How many tokens the 'model' writes before EOS (a question's answer: up to its last word)."""
     if answer is not None:
-        return answer_start(seed, thinks) + len(answer)
+        return answer_start(seed, thinks, reasoning_words) + len(answer)
     words = 16 + seed % 48
-    return words + (reasoning_length(seed) + 2 if thinks else 0)
+    return words + (reasoning_length(seed, reasoning_words) + 2 if thinks else 0)

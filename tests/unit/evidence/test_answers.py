@@ -58,6 +58,9 @@ class ScriptedEngine:
         scripted = self.replies.get(question.id, question.answer)
         return scripted(len(self.requests)) if callable(scripted) else scripted
 
+    def finish_for(self, body: dict, text: str) -> str:
+        return self.finishes.get(question_of(body).id, "stop")
+
     def serve(self) -> tuple[ThreadingHTTPServer, str]:
         engine = self
 
@@ -90,7 +93,7 @@ class ScriptedEngine:
                         return
                     text = engine.reply_for(body)
                     question = question_of(body)
-                    finish = engine.finishes.get(question.id, "stop")
+                    finish = engine.finish_for(body, text)
                     logprobs = engine.logprobs.get(question.id, word_logprobs(text))
                     engine.requests.append({"path": self.path, **body})
                     engine.generated += len(text.split())
@@ -599,3 +602,86 @@ def test_gauges_that_never_show_a_gap_delay_the_probe_by_at_most_twice_the_bound
     ctx.state["answered_at"] -= answers.MAX_UNCHECKED_PERIODS * ctx.period_s  # twice the bound
     [probe] = answers.rechecks(ctx)
     assert probe.passed and probe.observed["asked_at"] == "overdue: waiting its turn behind client traffic"
+
+
+# --- thinking replies (a chat template that ignores enable_thinking) --------------------------------------------
+
+class ThinkingEngine(ScriptedEngine):
+    """Thinks `words` words in a `<think>` block before each answer (`wrong`: a wrong one), one token per word, cut
+    at the request's max_tokens as an engine cuts: finish_reason "length"."""
+
+    def __init__(self, words: int, wrong: bool = False):
+        super().__init__()
+        self.words, self.wrong = words, wrong
+
+    def tokens_for(self, body: dict) -> tuple[list[str], bool]:
+        answer = "7777" if self.wrong else question_of(body).answer
+        tokens = ["<think>", *["hmm"] * self.words, "</think>", *answer.split()]
+        return tokens[: body["max_tokens"]], len(tokens) > body["max_tokens"]
+
+    def reply_for(self, body: dict) -> str:
+        return " ".join(self.tokens_for(body)[0])
+
+    def finish_for(self, body: dict, text: str) -> str:
+        return "length" if self.tokens_for(body)[1] else "stop"
+
+
+def test_a_reply_that_thinks_past_max_tokens_is_asked_once_more_and_admitted(engine_at):
+    engine = ThinkingEngine(words=48)
+    result, checks = judged(engine, engine_at)
+    assert all(c.passed for c in checks.values()), [c.hint for c in checks.values() if not c.passed]
+    asked = (SET.repeat, *SET.questions, SET.repeat)
+    cut = [q for q in asked if 50 + len(q.answer.split()) > q.max_tokens]  # 48 words and two tags, then the answer
+    assert len(cut) >= len(SET.questions)
+    thinking = result.as_dict()["thinking"]
+    assert thinking == {"thought": len(asked), "retried": len(cut), "cut_after_retry": 0, "of": len(asked),
+                        "retry_completion_tokens": sum(len(q.answer.split()) + 50 for q in cut)}
+    budgets = [r["max_tokens"] for r in engine.requests]
+    assert len(budgets) == len(asked) + len(cut)  # each cut question once more, never twice
+    retries = [b for b in budgets if b > max(q.max_tokens for q in asked)]
+    assert sorted(retries) == sorted(q.max_tokens + answers.THINKING_RETRY_TOKENS for q in cut)
+
+
+def test_a_reply_that_thinks_within_max_tokens_is_read_without_a_retry(engine_at):
+    engine = ThinkingEngine(words=2)
+    result, checks = judged(engine, engine_at)
+    assert checks["answers.correct"].passed and checks["answers.cold_prefill"].passed
+    thinking = result.as_dict()["thinking"]
+    assert thinking["thought"] == thinking["of"] and thinking["retried"] == 0
+    assert len(engine.requests) == len(SET.questions) + 2
+
+
+def test_a_wrong_answer_after_thinking_is_refused_as_any_wrong_answer(engine_at):
+    result, checks = judged(ThinkingEngine(words=48, wrong=True), engine_at)
+    correct = checks["answers.correct"]
+    assert not correct.passed and not checks["answers.cold_prefill"].passed
+    assert "thinking not disabled" not in correct.hint and correct.hint == answers.LIKELY_GARBLE
+    shown = correct.observed["wrong"][0]
+    assert shown["received"].strip() == "7777" and shown["reasoning_chars"] > 0
+    assert result.as_dict()["thinking"]["cut_after_retry"] == 0
+
+
+def test_thinking_that_never_ends_is_refused_as_thinking_not_disabled(engine_at):
+    result, checks = judged(ThinkingEngine(words=2000), engine_at)
+    for name in ("answers.cold_prefill", "answers.correct"):
+        check = checks[name]
+        assert not check.passed and check.hint.startswith("thinking not disabled") and "\n" not in check.hint
+        assert "enable_thinking" in check.hint and "Fix:" in check.hint
+    shown = checks["answers.correct"].observed["wrong"][0]
+    assert "after one retry" in shown["finish_reason"]
+    assert shown["received"].startswith("(no answer")
+    thinking = result.as_dict()["thinking"]
+    assert thinking["retried"] == thinking["cut_after_retry"] == thinking["of"]
+
+
+def test_the_probe_after_admission_reads_a_thinking_reply_and_names_thinking_that_never_ends(engine_at):
+    engine = ThinkingEngine(words=48)
+    ctx = context(engine_at(engine), period_s=1.0)
+    ctx.state["last_probe_at"] = 0.0
+    [probe] = answers.rechecks(ctx)
+    assert probe.passed and [r["max_tokens"] for r in engine.requests] == [32, 32 + answers.THINKING_RETRY_TOKENS]
+
+    ctx = context(engine_at(ThinkingEngine(words=2000)), period_s=1.0)
+    ctx.state["last_probe_at"] = 0.0
+    [probe] = answers.rechecks(ctx)
+    assert not probe.passed and probe.hint.startswith("thinking not disabled")

@@ -42,3 +42,25 @@ def test_the_baseline_answers_every_question_and_stacked_profiles_agree_with_it(
     failing = {name for name, c in checks.items() if not c.passed}
     assert failing == {"answers.baseline_agreement"}, failing
     assert checks["answers.baseline_agreement"].observed["agree"] == 0
+
+
+def test_a_thinking_engine_is_read_not_cut_and_a_thinking_but_wrong_one_is_refused(start_profile):
+    """thinks-anyway (a chat template that ignores enable_thinking): each reply reasons 48 words, past a short
+    question's 32 tokens, so the stage asks again with room and admits; with answers-garbled too, the answer after
+    the reasoning is wrong and refused as any wrong answer; reasoning that outlasts the retry is 'thinking not
+    disabled'."""
+    result, checks = verify_answers(start_profile, "all-three", faults="thinks-anyway")
+    assert all(c.passed for c in checks.values()), [c.observed for c in checks.values() if not c.passed]
+    thinking = result.as_dict()["thinking"]
+    assert thinking["thought"] == thinking["of"] and thinking["retried"] >= len(result.replies) - 2
+    assert thinking["cut_after_retry"] == 0 and result.cold.text.lstrip().startswith("<think>")
+
+    _, checks = verify_answers(start_profile, "all-three", faults="thinks-anyway,answers-garbled")
+    failing = {name for name, c in checks.items() if not c.passed}
+    assert failing == {"answers.cold_prefill", "answers.correct"}, failing
+    assert checks["answers.correct"].hint == answers.LIKELY_GARBLE
+
+    result, checks = verify_answers(start_profile, "baseline", faults="thinks-anyway:1000")
+    assert not checks["answers.correct"].passed
+    assert checks["answers.correct"].hint.startswith("thinking not disabled")
+    assert result.as_dict()["thinking"]["cut_after_retry"] == result.as_dict()["thinking"]["of"]

@@ -118,3 +118,82 @@ def test_the_judge_never_raises(text):
     for question in SET.every_question():
         right, read_as = answer_set.read(question, text)
         assert not right or read_as is not None
+
+
+# --- thinking replies: the final answer after the reasoning block is what is judged (judge.reasoning) -----------
+
+START, END = judge.THINK_START, judge.THINK_END
+# Reasoning text with tag fragments and tags themselves in odd places, never the closing tag (that would end it).
+_PIECES = st.sampled_from([START, "<think", "think>", "</think", "/think>", "<", ">", "\n", " ", "85", "Paris",
+                           "</thinking>", "<|im_end|>", "**", "="])
+REASONING = st.lists(st.one_of(_PIECES, st.text(max_size=30)), max_size=12).map("".join).filter(
+    lambda text: END not in text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(thinking=REASONING, opened=st.booleans(), seed=st.integers(min_value=0, max_value=2**32 - 1),
+       index=st.integers(min_value=0))
+def test_reasoning_before_the_first_end_tag_never_changes_the_verdict(thinking, opened, seed, index):
+    """Whatever the reasoning holds (nested or stray `<think>`, numbers, the answer itself, a wrong one), the verdict
+    is the final answer's: a right answer stays right, a corrupted one stays wrong."""
+    questions = SET.every_question()
+    question = questions[index % len(questions)]
+    rng = random.Random(seed)
+    reply = right_integer(question, rng) if question.kind == "integer" else question.answer
+    reply = reply.removeprefix(START + "\n" + END + "\n\n")  # its own empty block: a second block would be wrong
+    wrong = corrupted(question, rng)
+    block = (START if opened else "") + thinking + END + "\n\n"
+    assert answer_set.judge(question, block + reply) is answer_set.judge(question, reply) is True, (question.id, block)
+    assert not answer_set.judge(question, block + wrong)
+    split = judge.reasoning(block + reply)
+    assert split.thought and split.answer == "\n\n" + reply
+
+
+@settings(max_examples=200, deadline=None)
+@given(thinking=REASONING, index=st.integers(min_value=0))
+def test_a_block_never_closed_has_no_answer(thinking, index):
+    """`<think>` with no `</think>` anywhere: all reasoning (cut short, or opened where the answer belongs), even
+    when the right answer is written inside it or right after it."""
+    question = SET.every_question()[index % len(SET.every_question())]
+    for reply in (START + thinking + " " + question.answer, question.answer + " " + START + thinking):
+        assert judge.reasoning(reply).answer is None
+        assert answer_set.read(question, reply) == (False, None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(first=REASONING, second=REASONING, index=st.integers(min_value=0))
+def test_a_second_block_after_the_answer_makes_it_wrong(first, second, index):
+    """The split is at the first `</think>` (SGLang's parser): tags left in the answer are symbols there."""
+    question = SET.every_question()[index % len(SET.every_question())]
+    reply = f"{START}{first}{END}{question.answer} {START}{second}{END}"
+    assert not answer_set.judge(question, reply)
+    assert not answer_set.judge(question, f"{START}{first}{END}{START}{second}{END}{question.answer}")
+
+
+@given(st.text(alphabet=st.characters(blacklist_characters="<"), max_size=200))
+def test_a_reply_without_tags_is_all_answer(text):
+    assert judge.reasoning(text) == judge.Thought(reasoning=None, answer=text)
+
+
+def test_long_reasoning_is_read_but_a_huge_reply_is_not():
+    question = SET.by_id("add-47-38")
+    thinking = " ".join(["hmm"] * 2000)  # 8 KB: above the answer's bound, under the whole reply's
+    assert answer_set.judge(question, f"{START}{thinking}{END}85")
+    assert answer_set.read(question, "x" * (answer_set.MAX_REASONING_REPLY_CHARS + 1) + END + "85") == (False, None)
+
+
+@pytest.mark.sglang
+@settings(max_examples=300, deadline=None)
+@given(text=st.lists(st.one_of(_PIECES, st.just(END), st.text(max_size=20)), max_size=10).map("".join))
+def test_the_final_answer_is_what_sglangs_own_parser_calls_content(text):
+    """Wherever the tags are, the answer judged is SGLang 0.5.23's `content` (deepseek-r1, non-streaming) whenever
+    the reply closed a block; without `</think>` SGLang calls it all reasoning, and the judge reads an answer only
+    when no `<think>` was opened either (raw text, `separate_reasoning: false`: a plain reply)."""
+    from sglang.srt.parser.reasoning_parser import ReasoningParser
+
+    _, content = ReasoningParser("deepseek-r1", stream_reasoning=False).parse_non_stream(text)
+    split = judge.reasoning(text)
+    if END in text:
+        assert split.answer == (content or "")
+    else:
+        assert split.answer == (None if START in text else text)

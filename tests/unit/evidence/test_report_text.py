@@ -36,3 +36,14 @@ def test_markup_from_the_engine_is_printed_literally():
 @given(st.text(alphabet=st.sampled_from("[]/\\ab=#:"), max_size=40))
 def test_any_bracketed_text_prints_without_error(text):
     assert "FAIL" in printed(verdict_with(text))
+
+
+def test_replies_that_thought_are_counted_in_one_line():
+    verdict = verdict_with("x")
+    assert "reasoned" not in printed(verdict)
+    verdict.answers = {"thinking": {"thought": 18, "of": 18, "retried": 16, "retry_completion_tokens": 816,
+                                    "cut_after_retry": 0}}
+    line = next(line for line in printed(verdict).splitlines() if "reasoned" in line)
+    assert line.startswith("answers: 18 of 18 replies") and "16 asked again" in line and "816 tokens" in line
+    verdict.answers = {"thinking": {"thought": "[red]x", "of": None}}
+    assert "answers: ? of ? replies" in printed(verdict)

@@ -167,3 +167,18 @@ def test_an_unmodelled_reasoning_parser_is_refused(start_sim):
     sim = start_sim(argv[:index + 1] + ["qwen3"] + argv[index + 2:], env, ready=False)
     assert sim.wait_exit() == 1
     assert "models --reasoning-parser deepseek-r1 only" in sim.stderr()
+
+
+def test_thinks_anyway_ignores_enable_thinking_off(start_profile):
+    """faults.THINKS_ANYWAY: the template ignores enable_thinking=false, so the model reasons N words, closes the
+    block and answers; the parser splits it as any thinking reply."""
+    sim = start_profile("baseline", extra_env={"SPARKGATE_SIM_FAULTS": "thinks-anyway:7"})
+    raw = _chat(sim, {**THINKING_OFF, "separate_reasoning": False}, max_tokens=64)
+    content = raw["choices"][0]["message"]["content"]
+    assert content.split() == ["<think>", *content.split()[1:8], "</think>", "204"]
+    assert raw["choices"][0]["finish_reason"] == "stop" and raw["usage"]["completion_tokens"] == 10
+    split = _chat(sim, THINKING_OFF, max_tokens=64)["choices"][0]["message"]
+    assert len(split["reasoning_content"].split()) == 7 and split["content"].split() == ["204"]
+    cut = _chat(sim, {**THINKING_OFF, "separate_reasoning": False}, max_tokens=5)["choices"][0]
+    assert cut["finish_reason"] == "length" and "</think>" not in cut["message"]["content"]
+    assert _chat(sim, max_tokens=64)["usage"]["completion_tokens"] == 10  # thinking on: N words too
