@@ -155,7 +155,7 @@ def replay_capture(path: str, json_out: str | None = None) -> None:
 
     from sparkgate import display
     from sparkgate.evidence import capture, report
-    from sparkgate.evidence.recording import ReplayMismatch, replay
+    from sparkgate.evidence.recording import ReplayMismatch
 
     captured = capture.read(path)
     manifest, out = captured.manifest, display.console()
@@ -166,8 +166,15 @@ def replay_capture(path: str, json_out: str | None = None) -> None:
     if manifest.log_cut_bytes:
         out.print(Text(f"the engine log was cut ({manifest.log_cut_bytes} bytes left out of its middle): a log check "
                        "that counted lines there may judge differently"))
+    if captured.context.start is not None:
+        start = captured.context.start
+        out.print(Text(report.inert(
+            f"a start refused before any verification: the engine exited (code {start.exit_code}) after reaching "
+            f"{', '.join(start.phases_reached) or 'no startup phase'}; it never reached "
+            f"{', '.join(start.never_reached) or 'nothing missing'}; {len(start.host_memory)} host memory reading(s) "
+            "over the start")))
     try:
-        again = replay(captured.recording)
+        again = capture.rejudge(captured)
         found = capture.changes(captured.recording.verdict, again.as_dict())
     except ReplayMismatch as exc:
         raise capture.CaptureRefused(f"capture {path}: cannot be judged again by this sparkgate: {exc}") from None

@@ -230,7 +230,7 @@ def _wait_and_prove(options, project, loaded, url, started, timings, say) -> Dep
         if engine_state is None or engine_state.get("Status") in ("exited", "dead"):
             code = (engine_state or {}).get("ExitCode")
             return _refused_exited(options, project, url, timings, say, f"engine exited (code {code}) during startup",
-                                   verdict)
+                                   verdict, code if isinstance(code, int) else None)
         health = (engine_state.get("Health") or {}).get("Status")
         if health == "healthy" and "engine_healthy" not in timings:
             timings["engine_healthy"] = round(elapsed, 2)
@@ -330,14 +330,33 @@ def _refused(options, project, url, timings, say, reason, verdict, startup_check
                         startup_checks=startup_checks or [])
 
 
-def _refused_exited(options, project, url, timings, say, reason, verdict) -> DeployResult:
-    """The engine died before it was ready: name the engine-log checks its final log fails."""
+def _refused_exited(options, project, url, timings, say, reason, verdict, exit_code=None) -> DeployResult:
+    """The engine died before it was ready: name the phases it never reached, the likely cause and the engine-log
+    checks its final log fails (evidence/startup.py), and wait (briefly) for the sentinel's capture of this start."""
     expectations = json.loads((project.compose_file.parent / "expectations.json").read_text(encoding="utf-8"))
     log = EngineLog(f"docker logs ({project.name} engine, exited)", project.logs("engine"))
-    failing = startup.judge_exited_engine(expectations, log)
-    if failing:
-        reason += "; the engine log fails " + ", ".join(c.name for c in failing)
-    return _refused(options, project, url, timings, say, reason, verdict, [c.as_dict() for c in failing])
+    failing = startup.judge_start(expectations, log, exit_code=exit_code)
+    observed = failing[0].observed
+    reason += (f", never reaching {', '.join(observed['never_reached'])} (likely cause: {observed['likely_cause']})"
+               if observed["never_reached"] else "")
+    if failing[1:]:
+        reason += "; the engine log fails " + ", ".join(c.name for c in failing[1:])
+    return _refused(options, project, url, timings, say, reason, _start_captured(options, url) or verdict,
+                    [c.as_dict() for c in failing])
+
+
+def _start_captured(options, url: str) -> dict | None:
+    """The sentinel's verdict once it has captured this dead start (it reads the entrypoint's exit record on its
+    next period), so the refusal can name the capture; None if it has not within three periods (e.g. a container
+    killed from outside, which leaves no exit record)."""
+    api_key = Path(options.api_key_file).read_text().strip() if options.api_key_file else None
+    deadline = time.monotonic() + 3 * options.recheck_period_s + 2
+    while time.monotonic() < deadline:
+        verdict = fetch_json(f"{url}/sparkgate/verdict", api_key)[1]
+        if str((verdict or {}).get("reason", "")).startswith("engine exited") and (verdict or {}).get("captures"):
+            return verdict
+        time.sleep(0.5)
+    return None
 
 
 def _write_record(options, project, bundle, images, result: DeployResult) -> Path:
