@@ -198,7 +198,11 @@ def replay_capture(path: str, json_out: str | None = None) -> None:
         write_text_atomically(Path(json_out), json.dumps({**again.as_dict(), "changes": found}, indent=1,
                                                          default=str) + "\n")
     if not again.passed:
-        raise VerdictRefused("not proven (replayed): " + ", ".join(c.name for c in again.failures()))
+        health = next((c.observed for c in again.checks if c.name == "engine.health" and not c.passed), None)
+        never = (f"; the start never reached {', '.join(map(str, health.get('never_reached') or [])) or 'nothing'}"
+                 if captured.context.start is not None and isinstance(health, dict) else "")
+        raise VerdictRefused(report.inert("not proven (replayed): " + ", ".join(c.name for c in again.failures())
+                                          + never))
     if captured.manifest.gate_passed is False:
         # What the sentinel also weighed and a replay cannot re-judge: the suites, a carried cold refusal.
         suites = captured.context.suites

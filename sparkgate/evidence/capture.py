@@ -100,8 +100,8 @@ class DeployOf(_Frozen):
     (the engine container's id, Docker's hostname for it, and when its entrypoint started)."""
 
     bundle: str = Field(pattern=r"^[0-9a-f]{16}$")
-    deploy: str | None = Field(None, max_length=64)  # the engine container's id (12 hex digits), None if unknown
-    started: str | None = Field(None, max_length=40)
+    deploy: str | None = Field(None, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # the engine container
+    started: str | None = Field(None, max_length=40, pattern=r"^[0-9T:.+Z-]+$")  # ISO 8601, UTC
 
 
 class HostMemorySample(_Frozen):

@@ -17,7 +17,6 @@ and a launch_command with the key in plain text).
 from __future__ import annotations
 
 import collections
-import datetime as dt
 import json
 import logging
 import time
@@ -358,7 +357,7 @@ class Sentinel:
         except host_memory.MemInfoUnreadable:
             return
         self.start_memory.append(capture.HostMemorySample(
-            at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), available_kib=info.available_kib,
+            at=engine_run.now(), available_kib=info.available_kib,
             total_kib=info.total_kib))
 
     def refused_start(self) -> bool:
