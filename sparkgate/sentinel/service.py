@@ -407,10 +407,11 @@ class Sentinel:
         if self.need_full:
             # The startup phase matters (and the log is short) only until the engine is verified.
             self.state.engine_phase = current_phase(logs.from_file(self.config.log_file).text)
+            self._sample_start_memory()
+            # Before /health: the name of a stopped engine container can take the whole client timeout to fail.
+            if self.refused_start():
+                return
             if self.client.status("/health") != 200:
-                self._sample_start_memory()
-                if self.refused_start():
-                    return
                 state = CLOSED if self.ever_verified else WAITING
                 self.state.set(state, f"engine not healthy (phase: {self.state.engine_phase})")
                 return
