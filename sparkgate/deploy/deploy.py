@@ -23,7 +23,7 @@ from sparkgate.evidence.logs import EngineLog
 from sparkgate.images import load_lock
 from sparkgate.paths import build_dir, repo_root
 from sparkgate.profile import loading as profiles
-from sparkgate.sglang.phases import current_phase
+from sparkgate.sglang.phases import PHASES, current_phase, phases_reached
 
 SPARK_START_BUDGET_S = 20 * 60  # cold start is ~8 min; graphs + JIT can add more on a first run
 SIM_START_BUDGET_S = 5 * 60
@@ -332,17 +332,21 @@ def _refused(options, project, url, timings, say, reason, verdict, startup_check
 
 def _refused_exited(options, project, url, timings, say, reason, verdict, exit_code=None) -> DeployResult:
     """The engine died before it was ready: name the phases it never reached, the likely cause and the engine-log
-    checks its final log fails (evidence/startup.py), and wait (briefly) for the sentinel's capture of this start."""
+    checks its final log fails (evidence/startup.py). The sentinel judges the start from the entrypoint's exit record
+    and captures it: its checks are the deploy's when it has (wait briefly); the log's are the fallback."""
     expectations = json.loads((project.compose_file.parent / "expectations.json").read_text(encoding="utf-8"))
     log = EngineLog(f"docker logs ({project.name} engine, exited)", project.logs("engine"))
-    failing = startup.judge_start(expectations, log, exit_code=exit_code)
-    observed = failing[0].observed
-    reason += (f", never reaching {', '.join(observed['never_reached'])} (likely cause: {observed['likely_cause']})"
-               if observed["never_reached"] else "")
-    if failing[1:]:
-        reason += "; the engine log fails " + ", ".join(c.name for c in failing[1:])
-    return _refused(options, project, url, timings, say, reason, _start_captured(options, url) or verdict,
-                    [c.as_dict() for c in failing])
+    reached = phases_reached(log.text)
+    never = [phase for phase in PHASES if phase not in reached]
+    cause = startup.likely_cause(log.text, reached, exit_code)
+    reason += f", never reaching {', '.join(never)} (likely cause: {cause.name})" if never else ""
+    failing = [c.as_dict() for c in startup.judge_exited_engine(expectations, log)]
+    if failing:
+        reason += "; the engine log fails " + ", ".join(c["name"] for c in failing)
+    captured = _start_captured(options, url)
+    judged = ((captured or {}).get("refused_start") or {}).get("checks")
+    return _refused(options, project, url, timings, say, reason, captured or verdict,
+                    judged if isinstance(judged, list) and judged else failing)
 
 
 def _start_captured(options, url: str) -> dict | None:
@@ -353,7 +357,7 @@ def _start_captured(options, url: str) -> dict | None:
     deadline = time.monotonic() + 3 * options.recheck_period_s + 2
     while time.monotonic() < deadline:
         verdict = fetch_json(f"{url}/sparkgate/verdict", api_key)[1]
-        if str((verdict or {}).get("reason", "")).startswith("engine exited") and (verdict or {}).get("captures"):
+        if (verdict or {}).get("refused_start"):
             return verdict
         time.sleep(0.5)
     return None

@@ -375,6 +375,9 @@ class Sentinel:
                                   f"{(health.observed['phases_reached'] or ['no phase'])[-1]}, never reaching "
                                   f"{', '.join(health.observed['never_reached'])}; likely cause: "
                                   f"{health.observed['likely_cause']}")
+            with self.state.lock:
+                self.state.refused_start = self._redact({"container": record.container, "started": record.started,
+                                                         "checks": [c.as_dict() for c in verdict.checks]})
             self.state.set(CLOSED, reason)
             log.warning("gate CLOSED: %s", reason)
             self._capture_start(record, engine_log, verdict, reason)

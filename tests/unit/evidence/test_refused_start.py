@@ -141,6 +141,8 @@ def test_the_sentinel_captures_a_start_that_died_and_it_replays_to_the_refusal(d
     sentinel.step()
     assert sentinel.state.state == CLOSED and sentinel.state.reason.startswith("engine exited (code 2)")
     assert "never reaching load_weight_end" in sentinel.state.reason
+    published = sentinel.state.snapshot()["refused_start"]  # /sparkgate/verdict: what `invoke deploy` names
+    assert published["checks"][0]["name"] == "engine.health" and not published["checks"][0]["passed"]
     captured = capture.read(sentinel.state.captures["last"])
     assert [Path(p).name for p in sentinel.state.captures["refused"]][-1].startswith("refused-")
     manifest, start = captured.manifest, captured.context.start
