@@ -108,7 +108,7 @@ def one_case(name: str, pad_bytes: int, repeat: int, root: Path) -> None:
     log_size = (log_dir / "engine.log").stat().st_size
     kept = capture.read(last)
     print(f"{name}: engine log {log_size / 1024:.1f} KiB, capture {statistics.median(sizes) / 1000:.1f} KB "
-          f"(log kept {len(kept.recording.log_text or '') / 1024:.0f} KiB, {kept.manifest.log_cut_bytes} bytes cut), "
+          f"(log kept {len(kept.recording.log_text or '') / 1024:.1f} KiB, {kept.manifest.log_cut_bytes} bytes cut), "
           f"capture write {statistics.median(writes) * 1000:.1f} ms, sentinel step {statistics.median(steps) * 1000:.1f} "
           f"ms, replay {statistics.median(replays) * 1000:.1f} ms (median of {repeat})")
 
