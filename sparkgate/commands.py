@@ -155,7 +155,7 @@ def replay_capture(path: str, json_out: str | None = None) -> None:
 
     from sparkgate import display
     from sparkgate.evidence import capture, report
-    from sparkgate.evidence.recording import ReplayMismatch, replay
+    from sparkgate.evidence.recording import ReplayMismatch
 
     captured = capture.read(path)
     manifest, out = captured.manifest, display.console()
@@ -166,8 +166,15 @@ def replay_capture(path: str, json_out: str | None = None) -> None:
     if manifest.log_cut_bytes:
         out.print(Text(f"the engine log was cut ({manifest.log_cut_bytes} bytes left out of its middle): a log check "
                        "that counted lines there may judge differently"))
+    if captured.context.start is not None:
+        start = captured.context.start
+        out.print(Text(report.inert(
+            f"a start refused before any verification: the engine exited (code {start.exit_code}) after reaching "
+            f"{', '.join(start.phases_reached) or 'no startup phase'}; it never reached "
+            f"{', '.join(start.never_reached) or 'nothing missing'}; {len(start.host_memory)} host memory reading(s) "
+            "over the start")))
     try:
-        again = replay(captured.recording)
+        again = capture.rejudge(captured)
         found = capture.changes(captured.recording.verdict, again.as_dict())
     except ReplayMismatch as exc:
         raise capture.CaptureRefused(f"capture {path}: cannot be judged again by this sparkgate: {exc}") from None
@@ -191,7 +198,11 @@ def replay_capture(path: str, json_out: str | None = None) -> None:
         write_text_atomically(Path(json_out), json.dumps({**again.as_dict(), "changes": found}, indent=1,
                                                          default=str) + "\n")
     if not again.passed:
-        raise VerdictRefused("not proven (replayed): " + ", ".join(c.name for c in again.failures()))
+        health = next((c.observed for c in again.checks if c.name == "engine.health" and not c.passed), None)
+        never = (f"; the start never reached {', '.join(map(str, health.get('never_reached') or [])) or 'nothing'}"
+                 if captured.context.start is not None and isinstance(health, dict) else "")
+        raise VerdictRefused(report.inert("not proven (replayed): " + ", ".join(c.name for c in again.failures())
+                                          + never))
     if captured.manifest.gate_passed is False:
         # What the sentinel also weighed and a replay cannot re-judge: the suites, a carried cold refusal.
         suites = captured.context.suites

@@ -23,7 +23,7 @@ from sparkgate.evidence.logs import EngineLog
 from sparkgate.images import load_lock
 from sparkgate.paths import build_dir, repo_root
 from sparkgate.profile import loading as profiles
-from sparkgate.sglang.phases import current_phase
+from sparkgate.sglang.phases import PHASES, current_phase, phases_reached
 
 SPARK_START_BUDGET_S = 20 * 60  # cold start is ~8 min; graphs + JIT can add more on a first run
 SIM_START_BUDGET_S = 5 * 60
@@ -232,7 +232,7 @@ def _wait_and_prove(options, project, loaded, url, started, timings, say) -> Dep
         if engine_state is None or engine_state.get("Status") in ("exited", "dead"):
             code = (engine_state or {}).get("ExitCode")
             return _refused_exited(options, project, url, timings, say, f"engine exited (code {code}) during startup",
-                                   verdict)
+                                   verdict, code if isinstance(code, int) else None)
         health = (engine_state.get("Health") or {}).get("Status")
         if health == "healthy" and "engine_healthy" not in timings:
             timings["engine_healthy"] = round(elapsed, 2)
@@ -332,14 +332,37 @@ def _refused(options, project, url, timings, say, reason, verdict, startup_check
                         startup_checks=startup_checks or [])
 
 
-def _refused_exited(options, project, url, timings, say, reason, verdict) -> DeployResult:
-    """The engine died before it was ready: name the engine-log checks its final log fails."""
+def _refused_exited(options, project, url, timings, say, reason, verdict, exit_code=None) -> DeployResult:
+    """The engine died before it was ready: name the phases it never reached, the likely cause and the engine-log
+    checks its final log fails (evidence/startup.py). The sentinel judges the start from the entrypoint's exit record
+    and captures it: its checks are the deploy's when it has (wait briefly); the log's are the fallback."""
     expectations = json.loads((project.compose_file.parent / "expectations.json").read_text(encoding="utf-8"))
     log = EngineLog(f"docker logs ({project.name} engine, exited)", project.logs("engine"))
-    failing = startup.judge_exited_engine(expectations, log)
+    reached = phases_reached(log.text)
+    never = [phase for phase in PHASES if phase not in reached]
+    cause = startup.likely_cause(log.text, reached, exit_code)
+    reason += f", never reaching {', '.join(never)} (likely cause: {cause.name})" if never else ""
+    failing = [c.as_dict() for c in startup.judge_exited_engine(expectations, log)]
     if failing:
-        reason += "; the engine log fails " + ", ".join(c.name for c in failing)
-    return _refused(options, project, url, timings, say, reason, verdict, [c.as_dict() for c in failing])
+        reason += "; the engine log fails " + ", ".join(c["name"] for c in failing)
+    captured = _start_captured(options, url)
+    judged = ((captured or {}).get("refused_start") or {}).get("checks")
+    return _refused(options, project, url, timings, say, reason, captured or verdict,
+                    judged if isinstance(judged, list) and judged else failing)
+
+
+def _start_captured(options, url: str) -> dict | None:
+    """The sentinel's verdict once it has captured this dead start (it reads the entrypoint's exit record on its
+    next period), so the refusal can name the capture; None if it has not within three periods (e.g. a container
+    killed from outside, which leaves no exit record)."""
+    api_key = Path(options.api_key_file).read_text().strip() if options.api_key_file else None
+    deadline = time.monotonic() + 3 * options.recheck_period_s + 2
+    while time.monotonic() < deadline:
+        verdict = fetch_json(f"{url}/sparkgate/verdict", api_key)[1]
+        if (verdict or {}).get("refused_start"):
+            return verdict
+        time.sleep(0.5)
+    return None
 
 
 def _write_record(options, project, bundle, images, result: DeployResult) -> Path:

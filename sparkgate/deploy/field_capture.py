@@ -2,6 +2,11 @@
 only the host can see (its GPU and driver, Docker, the engine image's build guard), and write one file to attach
 to a field report (docs/field-reports.md).
 
+Its first line says whose capture it is: "of this deploy" only when the capture names this project's rendered bundle
+and its engine container's start; otherwise "of ANOTHER deploy (bundle X, started T)" or "of an unnamed deploy":
+another deploy's file is never handed over without saying so (a compose project shared by two checkouts, an older
+refusal kept on the captures volume).
+
 The file is read back before it is kept (a capture that would not replay is never handed out), and every secret the
 host knows is replaced once more: the gateway API key, and a Hugging Face token (HF_TOKEN or huggingface_hub's token
 file).
@@ -21,8 +26,9 @@ from pathlib import Path
 
 from sparkgate.bundle.render import CAPTURES_DIR, CAPTURES_VOLUME
 from sparkgate.deploy import docker_cli
-from sparkgate.errors import Refusal
+from sparkgate.errors import Refusal, inert
 from sparkgate.evidence import capture
+from sparkgate.runtime import engine_run
 from sparkgate.sentinel.captures import LAST, refused_order
 
 # `sparkgate build-guard` lines: "[ok] name: detail" or "[MISSING] name: detail".
@@ -49,8 +55,7 @@ def collect(project: docker_cli.Project, profile: str, out: Path | None, *, refu
         if captured.manifest.profile != profile:
             raise CaptureUnavailable(f"the sentinel of {project.name} captured profile {captured.manifest.profile!r}, "
                                      f"not {profile!r}: pass the profile that stack runs")
-        say(f"capture of the {'refused' if not captured.admitted else 'admitted'} verification of "
-            f"{captured.manifest.created} ({len(captured.recording.exchanges)} engine answers)")
+        say(describe(captured, current_deploy(project)))
         host = capture.host_facts("host", gpu=_gpu(), docker=_docker_version())
         image = captured.context.image.model_copy(update={"build_guard": _build_guard(project, captured.context.image)})
         made = captured.model_copy(update={
@@ -68,6 +73,41 @@ def collect(project: docker_cli.Project, profile: str, out: Path | None, *, refu
     say(f"wrote {target} ({target.stat().st_size / 1024:.0f} KiB in {time.monotonic() - started:.1f} s); "
         f"judge it again with: sparkgate verify --replay {target}")
     return target
+
+
+def current_deploy(project: docker_cli.Project) -> capture.DeployOf | None:
+    """This project's deploy as a capture names it: its rendered bundle's id and its engine container's id (Docker's
+    hostname for it, which the engine entrypoint records). None when the bundle cannot be read."""
+    bundle = engine_run.bundle_id_of(project.compose_file.parent)
+    if bundle is None:
+        return None
+    container = project.container("engine")
+    return capture.DeployOf(bundle=bundle, deploy=container[:12] if container else None)
+
+
+def whose(of: capture.DeployOf | None, current: capture.DeployOf | None) -> str:
+    """"of this deploy", or which other deploy a capture is of (its values shown inert: a capture is untrusted)."""
+    if of is None:
+        return "of an unnamed deploy (the capture names none: written by an older sparkgate)"
+    this = (current is not None and of.bundle == current.bundle and of.deploy is not None
+            and current.deploy is not None and of.deploy[:12] == current.deploy[:12])
+    if this:
+        return f"of this deploy (bundle {of.bundle}, engine {of.deploy}, started {of.started or 'unknown'})"
+    return (f"of ANOTHER deploy (bundle {of.bundle}, engine {of.deploy or 'unknown'}, started {of.started or 'unknown'}"
+            f"; this deploy: bundle {current.bundle if current else 'unknown'}, engine "
+            f"{(current.deploy if current else None) or 'none'})")
+
+
+def describe(captured: capture.Capture, current: capture.DeployOf | None) -> str:
+    """The one line `invoke capture` prints first: what was captured, and whose deploy it is."""
+    manifest = captured.manifest
+    if manifest.judged == "start":
+        what = (f"the refused start (engine exited, code {captured.context.start.exit_code if captured.context.start else '?'}"
+                f") captured {manifest.created}")
+    else:
+        what = (f"the {'refused' if not captured.admitted else 'admitted'} verification of {manifest.created} "
+                f"({len(captured.recording.exchanges)} engine answers)")
+    return inert(f"capture of {what}, {whose(manifest.of, current)}")
 
 
 def _pick(sentinel: str, refused: bool, scratch: Path) -> Path:

@@ -35,6 +35,7 @@ from sparkgate.atomic import replacing
 from sparkgate.errors import Refusal
 from sparkgate.evidence.recording import Recording
 from sparkgate.runtime.admin_key import REDACTED, redact, redact_text
+from sparkgate.runtime.engine_run import EngineRun
 
 CAPTURE_VERSION = 1
 KIND = "sparkgate-capture"
@@ -94,6 +95,32 @@ class Provenance(_Frozen):
     commit: str | None = None  # the git commit sparkgate was installed from, where known
 
 
+class DeployOf(_Frozen):
+    """Which deploy a capture belongs to: the rendered bundle (runtime/engine_run.bundle_id) and the engine start
+    (the engine container's id, Docker's hostname for it, and when its entrypoint started)."""
+
+    bundle: str = Field(pattern=r"^[0-9a-f]{16}$")
+    deploy: str | None = Field(None, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # the engine container
+    started: str | None = Field(None, max_length=40, pattern=r"^[0-9T:.+Z-]+$")  # ISO 8601, UTC
+
+
+class HostMemorySample(_Frozen):
+    at: str = Field(max_length=40)
+    available_kib: int = Field(ge=0)
+    total_kib: int = Field(ge=0)
+
+
+class StartFacts(_Frozen):
+    """A start refused before any verification (the engine died): what the replay re-judges besides the log."""
+
+    exit: EngineRun | None = None  # the entrypoint's exit record, if one was left
+    exit_code: int | None = None
+    phases_reached: list[str] = Field(default_factory=list, max_length=16)
+    never_reached: list[str] = Field(default_factory=list, max_length=16)
+    host_memory: list[HostMemorySample] = Field(default_factory=list, max_length=512)  # over the start
+    refusal: str = Field(max_length=4000)
+
+
 class Manifest(_Frozen):
     kind: Literal["sparkgate-capture"] = KIND
     capture_version: Literal[1] = CAPTURE_VERSION
@@ -108,6 +135,9 @@ class Manifest(_Frozen):
     gate_passed: bool | None = None
     sparkgate: Provenance
     log_cut_bytes: int = Field(0, ge=0)  # engine log bytes left out (0: the whole log the checks read)
+    # What was judged: a full verification, or a start refused before one (the engine died: context.json's start).
+    judged: Literal["verification", "start"] = "verification"
+    of: DeployOf | None = None  # None: written before captures named their deploy, or the deploy was unknown
     members: dict[Literal["recording.json", "context.json"], MemberDigest]
 
 
@@ -136,6 +166,7 @@ class Context(_Frozen):
     image: ImageFacts
     hosts: list[HostFacts]
     suites: dict[str, Any] = Field(default_factory=dict)  # the sentinel's infra and smoke results
+    start: StartFacts | None = None  # a refused start's facts (manifest judged == "start")
 
 
 class Capture(_Frozen):
@@ -205,14 +236,15 @@ def cut_log(text: str | None, keep: int = LOG_KEEP_BYTES) -> tuple[str | None, i
 def make(recording: Recording, *, profile: str, argv: Iterable[str], engine_env: dict[str, str],
          image: ImageFacts, hosts: Iterable[HostFacts], suites: dict[str, Any] | None = None,
          written_by: Literal["sentinel", "host", "lane"] = "sentinel", secrets: Iterable[str] = (),
-         log_keep: int = LOG_KEEP_BYTES) -> Capture:
+         log_keep: int = LOG_KEEP_BYTES, of: DeployOf | None = None, start: StartFacts | None = None) -> Capture:
     """A capture of `recording` (already scrubbed by Recording.of), with argv and env scrubbed here."""
     keys = tuple(k for k in secrets if k)
     log_text, left_out = cut_log(recording.log_text, log_keep)
     recording = recording.model_copy(update={"log_text": log_text})
     context = Context(
         argv=scrub_argv(argv, keys), engine_env=scrub_env(engine_env, keys),
-        image=image, hosts=list(hosts), suites=redact(suites or {}, keys))
+        image=image, hosts=list(hosts), suites=redact(suites or {}, keys),
+        start=None if start is None else StartFacts.model_validate(redact(start.model_dump(), keys)))
     verdict = recording.verdict
     failing = [str(c.get("name")) for c in verdict.get("checks", []) if not c.get("passed")]
     gate = (suites or {}).get("gate")
@@ -220,7 +252,7 @@ def make(recording: Recording, *, profile: str, argv: Iterable[str], engine_env:
     manifest = Manifest(
         created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), written_by=written_by, profile=profile,
         passed=bool(verdict.get("passed")), failing=failing, gate_passed=gate_passed, sparkgate=provenance(),
-        log_cut_bytes=left_out,
+        log_cut_bytes=left_out, judged="verification" if start is None else "start", of=of,
         members={"recording.json": MemberDigest(sha256="0" * 64, size=0),
                  "context.json": MemberDigest(sha256="0" * 64, size=0)})
     return Capture(manifest=manifest, recording=recording, context=context)
@@ -307,6 +339,9 @@ def read(path: str | Path) -> Capture:
         raise CaptureRefused(f"{where}: recording.json log_text is {len(recording.log_text)} characters, over the "
                              f"{LOG_KEEP_BYTES} a capture keeps (written by something other than sparkgate)")
     context = _model(Context, data["context.json"], where, "context.json")
+    if (manifest.judged == "start") != (context.start is not None):
+        raise CaptureRefused(f"{where}: manifest.json judged {manifest.judged!r} does not fit context.json "
+                             f"({'a' if context.start else 'no'} start record)")
     if recording.expectations.get("profile") != manifest.profile:
         raise CaptureRefused(f"{where}: manifest.json profile {manifest.profile!r} is not the recorded "
                              f"expectations' {recording.expectations.get('profile')!r}")
@@ -331,6 +366,20 @@ def _model(model: type[BaseModel], data: bytes, where: str, member: str):
         raise CaptureRefused(f"{where}: {member} field {field}: {first['msg']}") from None
     except RecursionError:
         raise CaptureRefused(f"{where}: {member} is nested too deeply") from None
+
+
+def rejudge(captured: Capture):
+    """The verdict the current code gives on a capture: a verification replayed from its recorded answers
+    (recording.replay), or a refused start judged again from its log and exit record (evidence/startup.py)."""
+    if captured.context.start is None:
+        from sparkgate.evidence.recording import replay
+
+        return replay(captured.recording)
+    from sparkgate.evidence import startup  # startup imports the checks, which this module must not at import
+
+    start = captured.context.start
+    return startup.start_verdict(captured.recording.expectations, captured.recording.log(),
+                                 captured.recording.engine_url, start.exit, start.exit_code)
 
 
 def changes(recorded: dict[str, Any], now: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,21 +1,96 @@
-"""An engine that exits before it is ready leaves only its log: judge what the log can prove.
+"""An engine that exits before it is ready leaves only its log (and the entrypoint's exit record): judge what they
+can prove.
 
 Once the process has exited its log is final, so every engine-log check is definitive: a line that must
 never appear has appeared (a drafter whose config could not be read, a degraded mode), or a line that must
-appear never will. The deploy names these checks in its refusal instead of a bare exit code.
+appear never will. `judge_start` adds `engine.health` for the start itself: the exit code, the startup phases it
+reached and those it never reached (sglang/phases.py), and the likely cause read from the log's tail.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+from dataclasses import dataclass
+
 from sparkgate.evidence import catalog
+from sparkgate.evidence.common import CAPTURE_FAILED
 from sparkgate.evidence.gather import Evidence
 from sparkgate.evidence.logs import EngineLog
-from sparkgate.evidence.results import CheckResult
+from sparkgate.evidence.results import CheckResult, Verdict, failed
 from sparkgate.evidence.stages import Stage
 from sparkgate.evidence.verify import run_checks
+from sparkgate.runtime.engine_run import EngineRun
+from sparkgate.sglang.phases import PHASES, phases_reached
+
+# The likely cause is read from the log's last bytes only: bounded work on a log of any size or content.
+CAUSE_WINDOW_BYTES = 256 * 1024
+OOM_MARKERS = ("out of memory", "OutOfMemoryError", "CUDA_ERROR_OUT_OF_MEMORY", "Cannot allocate memory")
+JIT_MARKERS = ("nvcc", "ninja", "JIT", "Compiling", "compiling", "torch.compile", "tvm_ffi")
+SIGKILL_CODE = 137
+
+
+@dataclass(frozen=True)
+class Cause:
+    name: str
+    hint: str
 
 
 def judge_exited_engine(expectations: dict, log: EngineLog) -> list[CheckResult]:
     """The failing engine-log checks of the profile's expectations, read from the exited engine's log."""
     evidence = Evidence(expectations=expectations, log=log)
     return [c for c in run_checks(evidence) if not c.passed and catalog.stage_of(c.name) is Stage.ENGINE_LOG]
+
+
+def likely_cause(log_text: str | None, reached: list[str], exit_code: int | None) -> Cause:
+    """What most likely stopped the start, from the log's tail, the phases reached and the exit code."""
+    tail = (log_text or "").encode("utf-8", "replace")[-CAUSE_WINDOW_BYTES:].decode("utf-8", "ignore")
+    loading = "load_weight_begin" in reached and "kv_cache" not in reached
+    if CAPTURE_FAILED in tail:
+        return Cause("CUDA graph capture failed", (
+            "SGLang's CUDA-graph capture raised (sglang#23386: graph capture of the MoE path on GB10). Fix: lower "
+            "--cuda-graph-max-bs or set --disable-cuda-graph in the profile (the speed checks then say what it costs)"))
+    if any(m in tail for m in OOM_MARKERS) or (exit_code == SIGKILL_CODE and loading):
+        return Cause("out of unified memory during load" if loading else "out of memory", (
+            "the GB10's 128 GB are shared by CPU and GPU: another process (a second engine, a build) or a too high "
+            "--mem-fraction-static leaves the weights no room, and the host can wedge without an OOM kill. Fix: stop "
+            "what else holds memory (`free -g`, `invoke status` shows the host's), then deploy again"))
+    if loading and any(m in tail for m in JIT_MARKERS):
+        return Cause("JIT compile during weight load", (
+            "a kernel was being compiled while the weights loaded (FlashInfer or Humming JIT on a cold cache) and "
+            "the start died there. Fix: keep the JIT cache volume between deploys and give the first start its "
+            "time (`invoke deploy --budget SECONDS`); read the compiler's error in the log"))
+    if tail.strip() and not reached:
+        return Cause("no SGLang startup line in the log", (
+            "the engine logs none of SGLang 0.5.23's startup lines: a fork or another version that logs other "
+            "lines, or a launcher that failed first. Fix: `invoke sglang.diff --image <engine image>`, and read "
+            "the log's first lines"))
+    return Cause("unknown", "read the engine log's tail (`invoke logs --profile P`) and the capture "
+                            "(`invoke capture --refused`)")
+
+
+def judge_start(expectations: dict, log: EngineLog, record: EngineRun | None = None,
+                exit_code: int | None = None) -> list[CheckResult]:
+    """A start whose engine died before it was ready: `engine.health` failed with what the start reached and what
+    it never did, then the engine-log checks its final log fails. `record` (the entrypoint's exit record) wins over
+    `exit_code` (the container's, when no record was left)."""
+    reached = phases_reached(log.text)
+    if record is not None:
+        reached = sorted(set(reached) | {p for p in record.phases if p in PHASES}, key=PHASES.index)
+        exit_code = record.exit_code
+    never = [p for p in PHASES if p not in reached]
+    cause = likely_cause(log.text, reached, exit_code)
+    observed = {"exit_code": exit_code, "signal": record.signal if record else None, "phases_reached": reached,
+                "never_reached": never, "likely_cause": cause.name}
+    health = failed("engine.health", observed, "an engine that reaches ready",
+                    "engine exit record and log" if record else f"container exit code and {log.source}",
+                    f"the engine exited (code {exit_code}) during startup after {reached[-1] if reached else 'no phase'}"
+                    f", never reaching {', '.join(never) or 'ready'}; likely cause: {cause.name}: {cause.hint}")
+    return [health, *judge_exited_engine(expectations, log)]
+
+
+def start_verdict(expectations: dict, log: EngineLog, engine_url: str, record: EngineRun | None = None,
+                  exit_code: int | None = None) -> Verdict:
+    """judge_start's checks as a verdict (what a refused start's capture records and a replay gives again)."""
+    return Verdict(profile=str(expectations.get("profile")), engine_url=engine_url,
+                   time=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                   checks=judge_start(expectations, log, record, exit_code))

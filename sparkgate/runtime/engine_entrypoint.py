@@ -6,6 +6,10 @@ The guard exists for hand-edited compose files and env files: the renderer alrea
 head together with --enable-fp32-lm-head, and secrets or a --config on the argv, but nothing else would
 stop `docker compose up` on an edited file, and SGLang itself accepts all of them without a word.
 
+Beside the log it leaves the start's records (sparkgate.runtime.engine_run): engine-start.json when the engine
+starts, engine-exit.json (code or signal, the startup phases reached) when it exits, so the sentinel can capture
+a start that died before it was ready.
+
 The admin key (sparkgate.runtime.admin_key) reaches the engine only through `--config <file on tmpfs>`: the
 argv, the environment and every rendered file stay free of it.
 """
@@ -19,10 +23,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from sparkgate.runtime import admin_key
+from sparkgate.runtime import admin_key, engine_run
 from sparkgate.runtime.secret_files import SecretFileError
 from sparkgate.sglang import flags as F
 from sparkgate.sglang.parser import resolve_spelling
+from sparkgate.sglang.phases import PhaseTracker
 
 # Module names, never imports: the simulator is its own distribution (simulator/), installed only in
 # the runtime image and the dev venv, and the product must not depend on it.
@@ -109,8 +114,11 @@ def run(launcher: str, log_file: Path | None, argv: list[str], admin_dir: Path =
         return EXIT_REFUSED
     # Only the config file's path is on the argv; SGLang merges its keys only for exactly `--config PATH`.
     command = [sys.executable, *LAUNCHERS[launcher], *argv, "--config", str(config)]
+    start = None
     if log_file is not None:
         _rotate(log_file)
+        start = _record_start(log_file.parent, argv)
+    tracker = PhaseTracker()
     # Never exec straight into the engine: SGLang prints the key (server_args=...), so every line passes here.
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
@@ -126,9 +134,42 @@ def run(launcher: str, log_file: Path | None, argv: list[str], admin_dir: Path =
             sys.stdout.buffer.write(clean)
             sys.stdout.buffer.flush()
             sink.write(clean)
+            tracker.feed(clean.decode("utf-8", "replace"))
     code = child.wait()
+    if start is not None:
+        _record_exit(log_file.parent, start, code, tracker.reached)
     # Killed by a signal (e.g. the OOM killer): report it as a shell would (128 + signal), not 256 - n.
     return 128 - code if code < 0 else code
+
+
+def _record_start(directory: Path, argv: list[str]) -> engine_run.EngineRun | None:
+    """engine-start.json for this start; a previous start's engine-exit.json is removed first, so it can never be
+    read as this one's. A record that cannot be written costs the capture its identity, never the start."""
+    record = engine_run.EngineRun(container=engine_run.this_container(), started=engine_run.now(),
+                                  argv_sha256=engine_run.argv_sha256(argv))
+    try:
+        (directory / engine_run.EXIT_FILE).unlink(missing_ok=True)
+        engine_run.write(directory / engine_run.START_FILE, record)
+    except OSError as exc:
+        print(f"sparkgate engine: cannot write {directory / engine_run.START_FILE}: {exc.strerror or exc}",
+              file=sys.stderr, flush=True)
+    return record
+
+
+def _record_exit(directory: Path, start: engine_run.EngineRun, code: int, phases: list[str]) -> None:
+    name = None
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+    record = start.model_copy(update={"exit_code": 128 - code if code < 0 else code, "signal": name,
+                                      "exited": engine_run.now(), "phases": list(phases)})
+    try:
+        engine_run.write(directory / engine_run.EXIT_FILE, engine_run.EngineRun.model_validate(record.model_dump()))
+    except OSError as exc:
+        print(f"sparkgate engine: cannot write {directory / engine_run.EXIT_FILE}: {exc.strerror or exc}",
+              file=sys.stderr, flush=True)
 
 
 def redact_line(line: bytes, key: str) -> bytes:

@@ -1,7 +1,10 @@
 """The sentinel's captures (evidence/capture.py): the last full verification, and the last refused ones.
 
-    <dir>/last.capture.tar.gz                       the latest full verification, passed or refused
+    <dir>/last.capture.tar.gz                       the latest full verification (or refused start), passed or refused
     <dir>/refused-<UTC time>-<n>.capture.tar.gz     each refused one, the newest KEEP_REFUSED kept
+
+A start refused before any verification (the engine died while it loaded) is captured too (`save` with `start`):
+its log, the phases it reached, the host's memory over the start. Each capture names its deploy (manifest `of`).
 
 The directory is a named volume (`sentinel-captures`), so a refusal's evidence outlives the stack (`invoke down`
 keeps it; `invoke capture` copies it out). Bounded on disk: KEEP_REFUSED files of at most capture.MAX_FILE_BYTES.
@@ -23,6 +26,7 @@ log = logging.getLogger("sparkgate.sentinel")
 KEEP_REFUSED = 5
 LAST = "last" + capture.SUFFIX
 DEFAULT_DIR = "/var/lib/sparkgate/captures"
+START_LOG_KEEP_BYTES = 512 * 1024
 _REFUSED = re.compile(r"refused-(\d{8}T\d{6}Z)-(\d+)" + re.escape(capture.SUFFIX))
 
 
@@ -40,19 +44,22 @@ class CaptureStore:
     keep_refused: int = KEEP_REFUSED
     written: int = field(default=0)
 
-    def save(self, recording: Recording, expectations: dict, suites: dict, secrets: tuple[str, ...]) -> dict:
-        """Write this verification's capture; returns what the status shows ({"last", "refused", "error"}).
-        Never raises: a capture that cannot be written must not stop the gate from deciding."""
+    def save(self, recording: Recording, expectations: dict, suites: dict, secrets: tuple[str, ...], *,
+             of: capture.DeployOf | None = None, start: capture.StartFacts | None = None) -> dict:
+        """Write this verification's (or refused start's) capture; returns what the status shows ({"last",
+        "refused", "error"}). Never raises: a capture that cannot be written must not stop the gate from deciding."""
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             # A log that escapes to more JSON than a capture may hold (quotes, control characters) is cut further:
             # what the sentinel keeps must read back whole.
             argv, env = self._bundle("argv.json", []), self._bundle("engine-env.json", {})
             image, hosts = self._image(expectations), [capture.host_facts("sentinel", self.meminfo_path)]
-            for keep in (capture.LOG_KEEP_BYTES, capture.LOG_KEEP_BYTES // 4, capture.LOG_KEEP_BYTES // 64):
+            # A dead start's log is kept by its head (arguments, load) and its last lines (the crash): a smaller bound.
+            first = capture.LOG_KEEP_BYTES if start is None else START_LOG_KEEP_BYTES
+            for keep in (first, first // 4, capture.LOG_KEEP_BYTES // 64):
                 made = capture.make(
                     recording, profile=str(expectations.get("profile")), argv=argv, engine_env=env, image=image,
-                    hosts=hosts, suites=suites, secrets=secrets, log_keep=keep)
+                    hosts=hosts, suites=suites, secrets=secrets, log_keep=keep, of=of, start=start)
                 capture.write(made, self.directory / LAST, secrets)
                 try:
                     capture.read(self.directory / LAST)

@@ -16,6 +16,7 @@ and a launch_command with the key in plain text).
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import time
@@ -23,7 +24,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkgate.evidence import answers, host_memory, logs, stall
+from sparkgate.evidence import answers, capture, host_memory, logs, stall, startup
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.gather import gather
 from sparkgate.evidence.recheck import OwnTraffic, PeriodScrape, RecheckContext
@@ -31,7 +32,7 @@ from sparkgate.evidence.recording import Recording, RecordingClient
 from sparkgate.evidence.results import CheckResult, Verdict, checked, failed
 from sparkgate.evidence.verify import rechecked, run_checks, verify
 from sparkgate.optimizations import REGISTRY
-from sparkgate.runtime import admin_key
+from sparkgate.runtime import admin_key, engine_run
 from sparkgate.sentinel import suites
 from sparkgate.sentinel.captures import CaptureStore
 from sparkgate.sentinel.http import serve
@@ -43,6 +44,10 @@ COLD_CHECK = "answers.cold_prefill"
 # A refused engine is verified again after 1, 2, 4, then every 6 periods (30 s at the default 5 s), at once when it
 # restarts: each full verification costs the engine a calibration and the host two pytest suites.
 MAX_BACKOFF_PERIODS = 6
+# An engine start record older than the sentinel by more than this is an earlier deploy's (the engine-logs volume
+# outlives a stack): the engine starts after its sentinel (compose depends_on).
+START_SLACK_S = 2.0
+START_MEMORY_SAMPLES = 512
 
 
 def _failing_names(checks: list[dict], fallback: str) -> str:
@@ -103,6 +108,12 @@ class Sentinel:
         self.cold_refusal: tuple[object, CheckResult] | None = None  # (startup_time, its failed cold check)
         self.captures = (CaptureStore(Path(config.captures_dir), config.bundle_dir, config.meminfo_path)
                          if config.captures_dir else None)
+        # Which deploy this is (manifest `of` of every capture): the bundle, and the engine start it watches.
+        self.started_at = time.time()
+        self.bundle_id = engine_run.bundle_id_of(config.bundle_dir)
+        self.run_dir = Path(config.log_file).parent  # the entrypoint's start and exit records (runtime/engine_run.py)
+        self.start_memory: collections.deque[capture.HostMemorySample] = collections.deque(maxlen=START_MEMORY_SAMPLES)
+        self.start_refused: tuple[str, str] | None = None  # (container, started) of the dead start already captured
 
     # --- secrets ------------------------------------------------------------------------------
     def _known_secrets(self) -> tuple[str, ...]:
@@ -144,7 +155,7 @@ class Sentinel:
         if self.captures is not None and recording is not None:
             listing = self.captures.save(recording, self.expectations, {
                 "infra": infra.as_dict(), "smoke": smoke.as_dict(),
-                "gate": {"passed": passed, "cold_refusal_kept": cold_kept}}, self._known_secrets())
+                "gate": {"passed": passed, "cold_refusal_kept": cold_kept}}, self._known_secrets(), of=self.deploy_of())
             with self.state.lock:
                 self.state.captures = listing
         info = self._server_info()
@@ -326,11 +337,83 @@ class Sentinel:
         except EngineUnreachable:
             return None
 
+    # --- the engine start ----------------------------------------------------------------------
+    def _this_deploys(self, name: str) -> engine_run.EngineRun | None:
+        """The entrypoint's record `name` when it is of an engine started after this sentinel, else None."""
+        record = engine_run.read(self.run_dir / name)
+        started = record.started_at() if record is not None else None
+        return record if started is not None and started >= self.started_at - START_SLACK_S else None
+
+    def deploy_of(self) -> capture.DeployOf | None:
+        if self.bundle_id is None:
+            return None
+        start = self._this_deploys(engine_run.START_FILE)
+        return capture.DeployOf(bundle=self.bundle_id, deploy=start.container if start else None,
+                                started=start.started if start else None)
+
+    def _sample_start_memory(self) -> None:
+        try:
+            info = host_memory.read(self.config.meminfo_path)
+        except host_memory.MemInfoUnreadable:
+            return
+        self.start_memory.append(capture.HostMemorySample(
+            at=engine_run.now(), available_kib=info.available_kib,
+            total_kib=info.total_kib))
+
+    def refused_start(self) -> bool:
+        """Whether the engine of this deploy died before it was ready (its exit record says so). The first time, the
+        start is judged (evidence/startup.py) and captured; the gate stays closed with the refusal as its reason."""
+        record = self._this_deploys(engine_run.EXIT_FILE)
+        if record is None or record.exit_code is None or "ready" in record.phases:
+            return False  # still starting, or died after it was ready (a re-check's engine.health names that)
+        if self.start_refused != (record.container, record.started):
+            self.start_refused = (record.container, record.started)
+            engine_log = logs.from_file(self.config.log_file)
+            verdict = startup.start_verdict(self.expectations, engine_log, self.config.engine_url, record)
+            health = verdict.checks[0]
+            reason = self._redact(f"engine exited (code {record.exit_code}) during startup after "
+                                  f"{(health.observed['phases_reached'] or ['no phase'])[-1]}, never reaching "
+                                  f"{', '.join(health.observed['never_reached'])}; likely cause: "
+                                  f"{health.observed['likely_cause']}")
+            with self.state.lock:
+                self.state.refused_start = self._redact({"container": record.container, "started": record.started,
+                                                         "checks": [c.as_dict() for c in verdict.checks]})
+            self.state.set(CLOSED, reason)
+            log.warning("gate CLOSED: %s", reason)
+            self._capture_start(record, engine_log, verdict, reason)
+        return True
+
+    def _capture_start(self, record: engine_run.EngineRun, engine_log, verdict: Verdict, reason: str) -> None:
+        if self.captures is None:
+            return
+        try:
+            recorder = RecordingClient(self.config.engine_url, api_key=self.api_key)  # asked nothing: no exchanges
+            recording = Recording.of(recorder, self.expectations, engine_log, verdict, calibrate=False,
+                                     secrets=self._known_secrets())
+            started = record.started_at() or 0.0
+            observed = verdict.checks[0].observed
+            start = capture.StartFacts(
+                exit=record, exit_code=record.exit_code, phases_reached=observed["phases_reached"],
+                never_reached=observed["never_reached"], refusal=reason[:4000],
+                host_memory=[m for m in self.start_memory
+                             if (engine_run.epoch(m.at) or 0.0) >= started - self.config.period_s])
+        except Exception as exc:  # noqa: BLE001 - a capture is evidence for people, never a reason to stop the gate
+            log.error("refused start not recorded: %s: %s", type(exc).__name__, exc)
+            return
+        listing = self.captures.save(recording, self.expectations, {"gate": {"passed": False}},
+                                     self._known_secrets(), of=self.deploy_of(), start=start)
+        with self.state.lock:
+            self.state.captures = listing
+
     # --- loop ---------------------------------------------------------------------------------
     def step(self) -> None:
         if self.need_full:
             # The startup phase matters (and the log is short) only until the engine is verified.
             self.state.engine_phase = current_phase(logs.from_file(self.config.log_file).text)
+            self._sample_start_memory()
+            # Before /health: the name of a stopped engine container can take the whole client timeout to fail.
+            if self.refused_start():
+                return
             if self.client.status("/health") != 200:
                 state = CLOSED if self.ever_verified else WAITING
                 self.state.set(state, f"engine not healthy (phase: {self.state.engine_phase})")

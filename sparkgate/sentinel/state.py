@@ -126,6 +126,8 @@ class GateState:
     rechecks: int = 0
     transitions: list[dict] = field(default_factory=list)
     captures: dict | None = None  # the capture files of full verifications (sentinel/captures.py)
+    # A start that died before any verification: its checks (evidence/startup.judge_start) and when it started.
+    refused_start: dict | None = None
     # When the engine last answered a question of the answer set right (the admitting verdict or an answer probe),
     # and whether a probe is overdue: how long the gate has gone without checking answers. {"at", "overdue"}
     answers_checked: dict | None = None
@@ -180,6 +182,7 @@ class GateState:
                 "recheck": self.recheck,
                 "transitions": list(self.transitions),
                 "captures": self.captures,
+                "refused_start": self.refused_start,
                 "answers_checked": self.answers_checked,
                 **extra,
             }

@@ -60,3 +60,42 @@ def current_phase(log_text: str | None) -> str:
         if progressed:
             traceback_after = False
     return phase + TRACEBACK_NOTE if traceback_after else phase
+
+
+# The startup phases a start can reach, in the order SGLang passes them, each with the log format that proves it
+# (a refused start names those it never reached: evidence/startup.py). CUDA-graph capture is skipped by
+# --disable-cuda-graph, so its absence alone proves nothing about an engine that did get ready.
+PHASES = ("arguments", "load_weight_begin", "load_weight_end", "kv_cache", "cuda_graph_capture", "ready")
+_PHASE_PATTERNS = (("arguments", _SERVER_ARGS), ("load_weight_begin", _LOAD_BEGIN), ("load_weight_end", _LOAD_END),
+                   ("kv_cache", C.log_pattern("memory_pool_end")), ("cuda_graph_capture", _CAPTURE))
+
+
+class PhaseTracker:
+    """The phases a start has reached, fed one log line at a time (the engine entrypoint sees every line)."""
+
+    def __init__(self) -> None:
+        self.reached: list[str] = []
+
+    def feed(self, line: str) -> None:
+        if "ready" in self.reached:
+            return  # nothing more to learn: a serving engine's lines cost nothing here
+        if _READY in line:
+            self._add("ready")
+        elif len(line) <= MAX_PHASE_LINE:
+            for name, pattern in _PHASE_PATTERNS:
+                if name not in self.reached and pattern.search(line):
+                    self._add(name)
+                    break
+
+    def _add(self, name: str) -> None:
+        if name not in self.reached:
+            self.reached.append(name)
+            self.reached.sort(key=PHASES.index)
+
+
+def phases_reached(log_text: str | None) -> list[str]:
+    """The startup phases the log proves, in PHASES order."""
+    tracker = PhaseTracker()
+    for line in (log_text or "").splitlines():
+        tracker.feed(line)
+    return tracker.reached

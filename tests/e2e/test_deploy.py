@@ -122,6 +122,32 @@ def test_refused_deploy_stops_the_engine(deploy_stack, tmp_path, capsys):
     assert {c["name"]: c["passed"] for c in captured.recording.verdict["checks"]} == published
 
 
+def test_a_start_that_dies_during_load_leaves_its_own_capture(deploy_stack, tmp_path):
+    """The engine dies while its weights load (crash-at-load: CUDA out of memory, exit 1): the deploy is refused
+    naming the phases never reached, the sentinel captures this start, and `invoke capture --refused` hands over
+    that capture, saying it is of this deploy; it replays to the same refusal."""
+    from sparkgate.deploy import field_capture
+    from sparkgate.evidence import capture
+
+    stack = deploy_stack("all-three", faults=("crash-at-load",))
+    assert not stack.result.admitted and stack.result.reason.startswith("engine exited (code 1) during startup")
+    assert "never reaching load_weight_end" in stack.result.reason
+    health = next(c for c in stack.result.startup_checks if c["name"] == "engine.health")
+    assert health["observed"]["likely_cause"] == "out of unified memory during load"
+    lines: list[str] = []
+    path = field_capture.collect(stack.project, "all-three", tmp_path / "start.capture.tar.gz", refused=True,
+                                 say=lines.append)
+    assert "refused start" in lines[0] and "of this deploy" in lines[0], lines
+    captured = capture.read(path)
+    assert captured.manifest.judged == "start" and captured.manifest.written_by == "host"
+    assert captured.manifest.of.deploy == stack.project.container("engine")[:12]
+    assert captured.context.start.exit_code == 1 and captured.context.start.host_memory
+    again = capture.rejudge(captured).as_dict()
+    assert capture.changes(captured.recording.verdict, again) == []
+    replayed = next(c for c in again["checks"] if c["name"] == "engine.health")["observed"]
+    assert replayed["never_reached"] == ["load_weight_end", "kv_cache", "cuda_graph_capture", "ready"]
+
+
 def _closed_verdict(stack, timeout_s: float = 60.0) -> dict:
     """The kept engine is re-verified again and again; each retry stays `closed` (its reason says a retry runs).
     Wait for a `closed` verdict, and fail at once should the gate ever read `open`."""
