@@ -42,6 +42,9 @@ MEMORY_PRESSURE = "memory-pressure"
 # A CUDA hang as Spark users report it: a decoding request stops making tokens (after its first decode-log
 # report) while /health and /metrics keep answering; clearing the fault lets it finish (engine.py).
 DECODE_STALL = "decode-stall"
+# MTP acceptance that decays with context length, as users report it (sglang#30763): healthy up to N tokens of
+# context, below the break-even accept length past it (timing.DECAYED_ACCEPT_LENGTH). Speculation only.
+ACCEPT_DECAY = "accept-decay"
 
 LOAD_TIME = frozenset(
     {
@@ -60,12 +63,14 @@ LOAD_TIME = frozenset(
         FP8_HEAD_SCALE_OFF,
     }
 )
-RUNTIME = frozenset({CRASH_AFTER_READY, DEGRADE_AFTER, PROBE_MISSING, ANSWERS_GARBLED, MEMORY_PRESSURE, DECODE_STALL})
+RUNTIME = frozenset({CRASH_AFTER_READY, DEGRADE_AFTER, PROBE_MISSING, ANSWERS_GARBLED, MEMORY_PRESSURE, DECODE_STALL,
+                     ACCEPT_DECAY})
 ALL = LOAD_TIME | RUNTIME
 
 # Faults that take a `:N` parameter, and their value when it is omitted.
 # crash-after-ready alone: 60 simulated seconds after ready, whatever the traffic.
-DEFAULT_PARAMS = {CRASH_AFTER_READY: "60s", DEGRADE_AFTER: "3"}
+# accept-decay alone: past 4096 tokens of context.
+DEFAULT_PARAMS = {CRASH_AFTER_READY: "60s", DEGRADE_AFTER: "3", ACCEPT_DECAY: "4096"}
 
 
 class FaultSpecError(ValueError):
@@ -81,7 +86,7 @@ class Fault:
         return f"{self.name}:{self.param}" if self.param is not None else self.name
 
     def count(self) -> int:
-        """The `:N` request count of crash-after-ready / degrade-after."""
+        """The `:N` of crash-after-ready / degrade-after (requests) or accept-decay (tokens of context)."""
         return int(self._value().rstrip("s"))
 
     @property
