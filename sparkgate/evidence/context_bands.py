@@ -25,6 +25,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from sparkgate.bench.provenance import SPECULATIVE
 from sparkgate.evidence.logs import EngineLog
 from sparkgate.evidence.recheck import RecheckContext
 from sparkgate.evidence.results import CheckResult, checked
@@ -34,7 +35,6 @@ from sparkgate.sglang import conformance as C
 DOCS = "mtp.md"
 CHECK = "sentinel.accept_by_context"
 CHECKS = {CHECK: Stage.RECHECK_ONLY}
-SPECULATIVE = ("mtp", "dspark")  # the optimizations whose profiles speculate (bench/provenance.py names the same)
 
 # (name, lowest context in tokens); a band runs up to the next one's lowest.
 BANDS: tuple[tuple[str, int], ...] = (("0-1k", 0), ("1k-4k", 1024), ("4k-16k", 4096), ("16k-64k", 16384),
