@@ -102,7 +102,11 @@ class Bands:
     def add_text(self, text: str) -> int:
         """Tally every decode line of a log text (parsed by logs.EngineLog); returns how many counted."""
         counted = 0
-        for message in EngineLog("decode lines", text).messages():
+        # Only lines that carry an accept length can count: the rest skip the record parse (a cheap substring test;
+        # the kept lines are still read as records from their start, split as EngineLog splits them, on "\n").
+        marker = C.log_format("decode_accept").split("{", 1)[0]
+        kept = "\n".join(line for line in text.split("\n") if marker in line)
+        for message in EngineLog("decode lines", kept).messages():
             found = reading(message)
             if found is not None:
                 tally = self.tallies[band_of(found.context_tokens)]
