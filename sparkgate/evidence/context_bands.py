@@ -50,6 +50,16 @@ _TOKENS = (C.log_fields("decode_token_part"), C.log_fields("decode_full_token_pa
 _INT = re.compile(r"[0-9]{1,12}")
 
 
+def _lead(text: str) -> str:
+    """A log format's text up to its first hole (how the check names it)."""
+    return text.split("{", 1)[0].strip(" :,")
+
+
+SOURCE = (f"engine log since admission: SGLang's '{_lead(C.log_format('decode_batch'))}' lines "
+          f"('{_lead(C.log_format('decode_token_part'))}' or '{_lead(C.log_format('decode_full_token_part'))}' over "
+          f"'#running-req', '{_lead(C.log_format('decode_accept'))}')")
+
+
 def band_of(context_tokens: float) -> str:
     name = BANDS[0][0]
     for band, lowest in BANDS:
@@ -104,7 +114,7 @@ class Bands:
         counted = 0
         # Only lines that carry an accept length can count: the rest skip the record parse (a cheap substring test;
         # the kept lines are still read as records from their start, split as EngineLog splits them, on "\n").
-        marker = C.log_format("decode_accept").split("{", 1)[0]
+        marker = _lead(C.log_format("decode_accept"))
         kept = "\n".join(line for line in text.split("\n") if marker in line)
         for message in EngineLog("decode lines", kept).messages():
             found = reading(message)
@@ -194,4 +204,4 @@ def result(bands: Bands, break_even: float, source: str, skipped_periods: int = 
             "informational: acceptance per context band of client traffic since admission, against the break-even")
     return checked(CHECK, True, observed,
                    f"informational: accept length > {break_even} per band (judged with >= {MIN_LINES} decode lines)",
-                   "engine log: SGLang's Decode batch lines (#token / #running-req, accept len) since admission", hint)
+                   SOURCE, hint)

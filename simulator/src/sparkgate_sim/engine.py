@@ -646,8 +646,8 @@ class Engine:
         """The periodic `Decode batch` line and the gauges SGLang refreshes with it (lock held)."""
         w = self.window
         self.last_gen_throughput = w.tokens / w.sim_seconds if w.sim_seconds > 0 else 0.0
-        usage = C.log_line("token_usage_part", usage=self._usage(seq_len))
-        msg = C.log_line("decode_batch", iter="", running=1, usage=f"#token: {seq_len}, {usage}, ")
+        usage = C.log_line("decode_token_part", tokens=seq_len, usage=self._usage(seq_len))
+        msg = C.log_line("decode_batch", iter="", running=1, usage=f"{usage}, ")
         accept_len = accept_rate = block_accept_len = 0.0
         if spec and w.verify_ct:
             accept_len = w.accepted_tokens / w.verify_ct
