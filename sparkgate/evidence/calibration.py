@@ -103,6 +103,9 @@ class CalibrationResult:
             "client_decode_tok_s": self.client_decode_tok_s(),
             "time_scale": self.time_scale,
             "accept_length": self.accept_length(),
+            # A step's cost on the engine's own clock: a verify step (speculation) or a plain decode step.
+            "verify_step_s": verify_step_s(self),
+            "plain_step_s": plain_step_s(self),
             "requests": [asdict(r) for r in self.requests],
         }
 

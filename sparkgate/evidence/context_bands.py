@@ -171,10 +171,13 @@ def speculative(expectations: dict) -> bool:
     return any(key in (expectations.get("requested") or []) for key in SPECULATIVE)
 
 
-def start_rechecks(ctx: RecheckContext, log_file: str, break_even: tuple[float, str]) -> None:
-    """At admission: lines from now on are client traffic."""
+def start_rechecks(ctx: RecheckContext, log_file: str, break_even: tuple[float, str],
+                   verify_step_s: float | None = None) -> None:
+    """At admission: lines from now on are client traffic. `verify_step_s`: the admitting calibration's verify step
+    on the engine's clock, shown beside the break-even (a plain step of the same engine is not measured there)."""
+    measured = verify_step_s if isinstance(verify_step_s, float) and math.isfinite(verify_step_s) else None
     ctx.state.update(tail=LogTail(log_file), bands=Bands(), break_even=break_even, skipped_periods=0,
-                     own_seen=ctx.own_traffic.seq if ctx.own_traffic else 0)
+                     own_seen=ctx.own_traffic.seq if ctx.own_traffic else 0, verify_step_s=measured)
 
 
 def rechecks(ctx: RecheckContext) -> list[CheckResult]:
@@ -189,14 +192,17 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
         state["skipped_periods"] += 1
     else:
         state["bands"].add_text(text)
-    return [result(state["bands"], *state["break_even"], skipped_periods=state["skipped_periods"])]
+    return [result(state["bands"], *state["break_even"], skipped_periods=state["skipped_periods"],
+                   verify_step_s=state.get("verify_step_s"))]
 
 
-def result(bands: Bands, break_even: float, source: str, skipped_periods: int = 0) -> CheckResult:
+def result(bands: Bands, break_even: float, source: str, skipped_periods: int = 0,
+           verify_step_s: float | None = None) -> CheckResult:
     judged = bands.judged(break_even)
     not_paying = [name for name, band in judged.items() if band["pays"] is False]
     observed = {"bands": judged, "break_even_accept_length": break_even, "break_even_source": source,
-                "not_paying": not_paying, "periods_left_out_for_own_probes": skipped_periods}
+                "not_paying": not_paying, "periods_left_out_for_own_probes": skipped_periods,
+                "calibration_verify_step_ms": None if verify_step_s is None else round(verify_step_s * 1000, 3)}
     hint = (f"speculation does not pay in context band(s) {', '.join(not_paying)}: the accept length client traffic "
             f"gets there is at or below {break_even} (a verify step costs that many plain decode steps), so requests "
             "of that length decode slower than without speculation. Informational: the gate stays open. For "

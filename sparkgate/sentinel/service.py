@@ -293,7 +293,9 @@ class Sentinel:
         stall.start_rechecks(self.stall_context)
         self.bands_context.state = {}
         if context_bands.speculative(self.expectations):
-            context_bands.start_rechecks(self.bands_context, self.config.log_file, calibration.break_even())
+            admitted = ((self.state.full or {}).get("verification") or {}).get("calibration") or {}
+            context_bands.start_rechecks(self.bands_context, self.config.log_file, calibration.break_even(),
+                                         verify_step_s=admitted.get("verify_step_s"))
 
     def module_rechecks(self) -> list[CheckResult]:
         # One read of the engine's /metrics this period, shared by every re-check that needs it.

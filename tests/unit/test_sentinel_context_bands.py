@@ -106,3 +106,17 @@ def test_hostile_band_names_and_values_are_escaped_and_parse_back():
     assert math.isnan(families["sparkgate_speculation_break_even_accept_length"].samples[0].value)
     html = page.render(state.snapshot(history=True), now=2.0)
     assert "<script>x" not in html
+
+
+def test_the_admitting_calibrations_verify_step_is_shown_beside_the_break_even(tmp_path):
+    made, log = sentinel(tmp_path, ["mtp"])
+    made.state.full = {"verification": {"calibration": {"verify_step_s": 0.0493}}}
+    made.start_module_rechecks()
+    made.module_contexts["mtp"].state["last_probe_at"] = 1e18
+    made.client.serve(400, 2.0)
+    check = bands_check(made.module_rechecks())
+    assert check.observed["calibration_verify_step_ms"] == 49.3
+    made.state.full = {"verification": {"calibration": {"verify_step_s": "nan"}}}  # not a figure: none shown
+    made.start_module_rechecks()
+    made.module_contexts["mtp"].state["last_probe_at"] = 1e18
+    assert bands_check(made.module_rechecks()).observed["calibration_verify_step_ms"] is None
