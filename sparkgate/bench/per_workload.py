@@ -13,11 +13,13 @@ read (the runs' `target`).
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparkgate.bench import provenance, runs, stats
+from sparkgate.evidence import calibration, context_bands
 
 NO_DIFFERENCE = "no significant difference"
 NO_CLEAR_WINNER = "no clear winner"
@@ -50,6 +52,9 @@ class Recommendation:
     speedup_pct: float | None  # the winner's per-item mean decode rate over the other's (the tested quantity), %
     text: str
     aggregate_speedup_pct: float | None = None  # the winner's aggregate (token-weighted) decode tok/s over the other's
+    # Where a workload's context falls in a band in which a speculative side's acceptance is at or below the
+    # break-even accept length (evidence/context_bands.py): a note, next to whatever the test decided.
+    speculation: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -342,3 +347,35 @@ def _adjust_and_recommend(compared: list[WorkloadComparison], alpha: float) -> N
     for w in compared:
         if w.status == "compared":
             w.recommendation = recommend(w.workload, w.sides, w.paired, alpha, w.p_adjusted, len(tested))
+            w.recommendation.speculation = [n for n in (speculation_note(w.workload, side) for side in w.sides) if n]
+
+
+def _finite(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def speculation_note(workload: str, side: Side) -> str | None:
+    """A note when the workload's requests sit, by context length, in a band where this side's speculation does
+    not pay: the token-weighted accept length of its requests in that band (at least context_bands.MIN_LINES of
+    them) at or below the break-even. A request's context is its prompt plus half its completion (the middle
+    of its decode); the workload's band is that of its median request. None without speculation or prompt
+    token counts."""
+    done = [r for r in side.run.records if not r.get("error") and _finite(r.get("accept_length"))
+            and r["accept_length"] >= 1 and isinstance(r.get("prompt_tokens"), int) and r["prompt_tokens"] >= 0
+            and isinstance(r.get("completion_tokens"), int) and r["completion_tokens"] > 0]
+    if len(done) < context_bands.MIN_LINES:
+        return None
+    context = {id(r): r["prompt_tokens"] + r["completion_tokens"] / 2 for r in done}
+    median = stats.percentile(sorted(context.values()), 50)
+    band = context_bands.band_of(median)
+    in_band = [r for r in done if context_bands.band_of(context[id(r)]) == band]
+    if len(in_band) < context_bands.MIN_LINES:
+        return None
+    accept = (sum(r["completion_tokens"] for r in in_band)
+              / sum(r["completion_tokens"] / r["accept_length"] for r in in_band))
+    break_even, source = calibration.break_even()
+    if accept > break_even:
+        return None
+    return (f"{workload}: its context (median {median:.0f} tokens) falls in band {band}, where {side.profile}'s "
+            f"speculation does not pay: accept length {accept:.2f} <= break-even {break_even} (a verify step costs "
+            f"that many plain decode steps; {source}); a profile without speculation may run this workload faster")

@@ -65,6 +65,8 @@ def render(comparison: ProfileComparison, width: int = 200) -> str:
     for w in comparison.workloads:
         if w.status == "compared" and w.recommendation:
             say(f"  {w.recommendation.text}")
+            for note in w.recommendation.speculation:
+                say(f"    note: {note}")
             if w.detail:
                 say(f"    ({w.detail})")
         else:

@@ -47,3 +47,10 @@ BROKEN_DRAFT = Published("all three, draft head unshared (published)", 24.0, acc
                          source="Ling notebook FAQ")
 
 GSM8K_QUESTIONS = 1319
+
+# One MTP verify step of all three costs about this many plain decode steps of the same engine: the published
+# all-three run at accept length 2.68 and 53.89 tok/s against its plain step (the Ling notebook's recipe, above).
+# Speculation pays only while the accept length stays above it (the break-even accept length); the gate uses
+# this where the engine's own clock cannot measure the ratio (sparkgate/evidence/calibration.py verify_cost_ratio).
+VERIFY_STEP_COST = 2.26
+VERIFY_STEP_COST_SOURCE = "published: Ling-3.0-flash all three on a DGX Spark (ling-cookbook; ly01325 optimized summary)"

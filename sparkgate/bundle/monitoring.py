@@ -113,6 +113,18 @@ def alerts(profile: str, min_mem_available_gib: float) -> list[Alert]:
             f"and the gate is closed. What is left and who holds it: {verdict}, docs/checks/host.md.",
         ),
         Alert(
+            "SparkgateSpeculationNotPaying",
+            # Informational (the gate stays open): sustained, so one burst of long prompts does not page anyone.
+            "sparkgate_speculation_pays == 0",
+            600.0, "warning",
+            "speculation not paying in a context band: requests of that length decode slower than without it",
+            "The sentinel's sentinel.accept_by_context read (informational: the gate stays open): in the context "
+            "band named by the `band` label, the accept length client traffic gets is at or below the break-even "
+            "(sparkgate_speculation_break_even_accept_length: what one verify step costs in plain decode steps), "
+            f"so MTP/DSpark slows those requests down. Per-band figures: {verdict}; compare a profile without "
+            "speculation for that workload (`invoke compare`, docs/bench.md).",
+        ),
+        Alert(
             "SparkgateSentinelDown",
             f'up{{job="{SENTINEL_JOB}"}} == 0',
             60.0, "critical",

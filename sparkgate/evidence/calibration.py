@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from sparkgate.bench import published
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.results import CheckResult, checked
 from sparkgate.sglang import conformance as C
@@ -102,6 +103,9 @@ class CalibrationResult:
             "client_decode_tok_s": self.client_decode_tok_s(),
             "time_scale": self.time_scale,
             "accept_length": self.accept_length(),
+            # A step's cost on the engine's own clock: a verify step (speculation) or a plain decode step.
+            "verify_step_s": verify_step_s(self),
+            "plain_step_s": plain_step_s(self),
             "requests": [asdict(r) for r in self.requests],
         }
 
@@ -183,6 +187,43 @@ def _one(client: EngineClient, index: int, max_new_tokens: int, budget_s: float,
     outcome.ttft_s, outcome.e2e_s = timing.ttft_s, timing.e2e_s
     outcome.decode_s, outcome.decode_tok_s = timing.decode_s, timing.decode_tok_s()
     return outcome, spent
+
+
+def plain_step_s(calibration: CalibrationResult) -> float | None:
+    """A plain decode step in engine seconds: decode seconds over the tokens after the first (no speculation)."""
+    done = [r for r in calibration.completed if r.decode_s and r.completion_tokens > 1 and not r.spec_verify_ct]
+    if not done or len(done) != len(calibration.completed):
+        return None
+    return sum(r.decode_s for r in done) / sum(r.completion_tokens - 1 for r in done)
+
+
+def verify_step_s(calibration: CalibrationResult) -> float | None:
+    """A speculative verify step (drafting included) in engine seconds: decode seconds over verify steps."""
+    done = [r for r in calibration.completed if r.decode_s and r.spec_verify_ct]
+    if not done or len(done) != len(calibration.completed):
+        return None
+    return sum(r.decode_s for r in done) / sum(r.spec_verify_ct for r in done)
+
+
+def verify_cost_ratio(plain: CalibrationResult | None, speculative: CalibrationResult | None) -> float | None:
+    """How many plain decode steps one verify step costs, both on the engine's own clock: a plain calibration and
+    a speculative one of the same model on the same machine. None when either is missing. Speculation pays while
+    the accept length stays above this ratio (its break-even accept length)."""
+    plain_s = plain_step_s(plain) if plain else None
+    verify_s = verify_step_s(speculative) if speculative else None
+    if not plain_s or not verify_s:
+        return None
+    return verify_s / plain_s
+
+
+def break_even(plain: CalibrationResult | None = None,
+               speculative: CalibrationResult | None = None) -> tuple[float, str]:
+    """The break-even accept length and where it comes from: the measured verify/plain step ratio where both
+    calibrations exist, else the published one (sparkgate/bench/published.py)."""
+    ratio = verify_cost_ratio(plain, speculative)
+    if ratio is not None:
+        return round(ratio, 3), "measured: verify step / plain decode step, engine time (calibration)"
+    return published.VERIFY_STEP_COST, published.VERIFY_STEP_COST_SOURCE
 
 
 def accept_length_check(name: str, calibration: CalibrationResult | None, floor: float | None,

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkgate.atomic import write_text_atomically
-from sparkgate.evidence import answers, common, host_memory, stall
+from sparkgate.evidence import answers, common, context_bands, host_memory, stall
+from sparkgate.evidence.context_bands import SPECULATIVE
 from sparkgate.evidence.stages import Stage
 from sparkgate.optimizations import REGISTRY
 
@@ -30,6 +31,8 @@ class Declared:
 
     @property
     def runs_for(self) -> str:
+        if self.family == "speculative":
+            return " or ".join(f"`optimizations.{key}.enabled`" for key in SPECULATIVE)
         return "every profile" if self.family in EVERY_PROFILE else f"`optimizations.{self.family}.enabled`"
 
 
@@ -44,7 +47,8 @@ def declared() -> dict[str, Declared]:
     """Every declared check by name, common checks first, then each optimization in registry order."""
     sources = [("engine", common.CHECKS, common.DOCS), ("engine", stall.CHECKS, stall.DOCS),
                ("answers", answers.CHECKS, answers.DOCS),
-               ("host", host_memory.CHECKS, host_memory.DOCS)]
+               ("host", host_memory.CHECKS, host_memory.DOCS),
+               ("speculative", context_bands.CHECKS, context_bands.DOCS)]
     sources += [(key, module.CHECKS, module.DOCS) for key, module in REGISTRY.items()]
     table: dict[str, Declared] = {}
     for family, checks, docs in sources:

@@ -25,7 +25,9 @@ class EngineLog:
         """The message part of every SGLang log record, in order."""
         if self.text is None:
             return []
-        return [m.group(1) for m in map(_RECORD.match, self.text.splitlines()) if m]
+        # Records end at "\n" only (a "\r" before it is dropped): str.splitlines also breaks at \x1c-\x1e, \x85
+        # and \u2028/\u2029, so a hostile string inside one record could start a forged record of its own.
+        return [m.group(1) for m in map(_RECORD.match, _lines(self.text)) if m]
 
     def count(self, message: str) -> int:
         """Records whose message starts with `message`."""
@@ -34,6 +36,10 @@ class EngineLog:
     def matching(self, pattern: re.Pattern[str]) -> list[str]:
         """Messages that are a rendering of an SGLang log format (see conformance.log_pattern), from their start."""
         return [m for m in self.messages() if pattern.match(m)]
+
+
+def _lines(text: str) -> list[str]:
+    return [line.removesuffix("\r") for line in text.split("\n")]
 
 
 def from_file(path: str) -> EngineLog:

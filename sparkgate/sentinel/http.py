@@ -64,6 +64,7 @@ def _metrics(state: GateState) -> str:
         "# TYPE sparkgate_host_mem_available_bytes gauge",
         f"sparkgate_host_mem_available_bytes {number(gib * 1024**3) if number(gib) != 'NaN' else 'NaN'}",
     ]
+    lines += _speculation_lines(snap.get("speculation_by_context"), label, number)
     verification = (snap.get("full") or {}).get("verification") or {}
     for module in REGISTRY.values():  # each optimization's gauges, read from the latest full verdict
         for name, (help_text, path) in module.GAUGES.items():
@@ -71,6 +72,31 @@ def _metrics(state: GateState) -> str:
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge",
                       f"{name} {value if isinstance(value, (int, float)) else 'NaN'}"]
     return "\n".join(lines) + "\n"
+
+
+def _speculation_lines(read, label, number) -> list[str]:
+    """Speculative profiles: per context band, the accept length client traffic got and whether speculation pays
+    there (1, 0; NaN: too few decode lines to judge), and the break-even accept length (evidence/context_bands.py)."""
+    if not isinstance(read, dict):
+        return []
+    bands = read.get("bands") if isinstance(read.get("bands"), dict) else {}
+    lines = ["# HELP sparkgate_speculation_break_even_accept_length Accept length above which speculation pays: "
+             "a verify step's cost in plain decode steps.",
+             "# TYPE sparkgate_speculation_break_even_accept_length gauge",
+             f"sparkgate_speculation_break_even_accept_length {number(read.get('break_even_accept_length'))}",
+             "# HELP sparkgate_context_accept_length Mean accept length of client traffic since admission, per "
+             "context band (engine decode log).",
+             "# TYPE sparkgate_context_accept_length gauge"]
+    lines += [f"sparkgate_context_accept_length{{band=\"{label(name)}\"}} {number(band.get('accept_length'))}"
+              for name, band in bands.items() if isinstance(band, dict)]
+    lines += ["# HELP sparkgate_speculation_pays 1 where speculation pays in the context band, 0 where it does not "
+              "(accept length at or below the break-even), NaN with too few decode lines to judge.",
+              "# TYPE sparkgate_speculation_pays gauge"]
+    for name, band in bands.items():
+        pays = band.get("pays") if isinstance(band, dict) else None
+        lines.append(f"sparkgate_speculation_pays{{band=\"{label(name)}\"}} "
+                     f"{'NaN' if not isinstance(pays, bool) else int(pays)}")
+    return lines
 
 
 def _at(value, path: tuple[str, ...]):

@@ -277,6 +277,7 @@ h1{font-size:20px;margin:4px 0}h2{font-size:16px;margin:22px 0 8px;border-bottom
 #reason{margin:4px 0 10px;white-space:pre-wrap;word-break:break-word}
 dl.summary{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:0}
 dl.summary dt{color:#5a6470}dl.summary dd{margin:0;word-break:break-word}
+dl.summary dd.warn{color:#a66300}
 table{border-collapse:collapse;width:100%;background:#fff}
 th,td{border:1px solid #e1e4e8;padding:3px 6px;text-align:left;vertical-align:top}
 th{background:#eef1f4;font-weight:600}
@@ -322,6 +323,7 @@ def render(snap: dict, now: float | None = None) -> str:
         f"<dt>re-checks</dt><dd>{_esc(snap.get('rechecks'))}</dd>",
         f"<dt>answers last checked</dt><dd id=\"answers-checked\">{_answers_checked(snap.get('answers_checked'), now)}"
         "</dd>",
+        *_speculation(snap.get("speculation_by_context")),
         "</dl></header>",
         _history_section(history, rows, now),
         _checks_section(rows, full),
@@ -342,6 +344,25 @@ def render(snap: dict, now: float | None = None) -> str:
 
 
 STARTUP_ROWS = 12
+
+
+def _speculation(read: Any) -> list[str]:
+    """Speculative profiles: per context band of client traffic, whether speculation still pays (context_bands.py)."""
+    if not isinstance(read, dict):
+        return []
+    break_even = number(read.get("break_even_accept_length"))
+    parts, warn = [], False
+    for name, band in _dict(read.get("bands")).items():
+        band = _dict(band)
+        accept, pays = number(band.get("accept_length")), band.get("pays")
+        if pays is True:
+            parts.append(f"{_esc(name, NAME_CHARS)} pays ({_fmt(accept)})")
+        elif pays is False:
+            warn = True
+            parts.append(f"<strong>{_esc(name, NAME_CHARS)} not paying ({_fmt(accept)} &le; {_fmt(break_even)})</strong>")
+    text = "; ".join(parts) or "no band judged yet (each needs 3 decode lines of client traffic)"
+    return [f"<dt>speculation by context</dt><dd id=\"speculation-by-context\" class=\"{'warn' if warn else 'ok'}\">"
+            f"{text}; break-even accept length {_fmt(break_even)}</dd>"]
 
 
 def _answers_checked(checked: Any, now: float) -> str:

@@ -3,8 +3,9 @@ the engine directly), open the gate, then keep re-checking on a period.
 
 Cheap re-checks run every period: health, restart and weight-change detection, every check whose stage
 evidence/stages.py marks re-checked (configuration, environment, probe report), and each requested
-optimization's own `rechecks` (MTP: acceptance, see optimizations/mtp_recheck.py), and one question of the
-answer set when the engine is idle (evidence/answers.py). A full verification with
+optimization's own `rechecks` (MTP: acceptance, see optimizations/mtp_recheck.py), one question of the
+answer set when the engine is idle (evidence/answers.py), and on speculative profiles the accept length per
+context band of client traffic (evidence/context_bands.py, informational). A full verification with
 calibration runs again only when something changed: first start, an engine restart, or a failed
 re-check. The gate stays closed until a fresh full verdict passes.
 
@@ -24,7 +25,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkgate.evidence import answers, capture, host_memory, logs, stall, startup
+from sparkgate.evidence import answers, calibration, capture, context_bands, host_memory, logs, stall, startup
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.gather import gather
 from sparkgate.evidence.recheck import OwnTraffic, PeriodScrape, RecheckContext
@@ -101,6 +102,9 @@ class Sentinel:
         self.answers_context = RecheckContext("answers", self.quick_client, config.period_s, self.expectations,
                                               own_traffic=self.own_traffic)
         self.host_context = RecheckContext("host", self.quick_client, config.period_s, self.expectations)
+        # Speculative profiles: acceptance per context band of client traffic, from the engine log (informational).
+        self.bands_context = RecheckContext("context_bands", self.quick_client, config.period_s, self.expectations,
+                                            own_traffic=self.own_traffic)
         # Every profile: requests running while no token is made (evidence/stall.py).
         self.stall_context = RecheckContext("stall", self.quick_client, config.period_s, self.expectations)
         self.metrics_reads = 0  # the engine's /metrics read by re-checks (one per period, shared)
@@ -298,6 +302,11 @@ class Sentinel:
         host_memory.start_rechecks(self.host_context, self.config.meminfo_path)
         self.stall_context.client, self.stall_context.state = self.quick_client, {}
         stall.start_rechecks(self.stall_context)
+        self.bands_context.state = {}
+        if context_bands.speculative(self.expectations):
+            admitted = ((self.state.full or {}).get("verification") or {}).get("calibration") or {}
+            context_bands.start_rechecks(self.bands_context, self.config.log_file, calibration.break_even(),
+                                         verify_step_s=admitted.get("verify_step_s"))
 
     def module_rechecks(self) -> list[CheckResult]:
         # One read of the engine's /metrics this period, shared by every re-check that needs it.
@@ -313,6 +322,7 @@ class Sentinel:
             results.extend(answers.rechecks(self.answers_context))
             self.state.answers_checked = answers.last_checked(self.answers_context)
             results.extend(host_memory.rechecks(self.host_context))
+            results.extend(context_bands.rechecks(self.bands_context))  # last: a probe above is left out of it
         finally:
             for ctx in contexts:
                 ctx.scrape = None  # a start after the next full verification reads afresh

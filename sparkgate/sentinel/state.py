@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkgate.evidence import context_bands
+
 WAITING = "waiting"  # engine not healthy yet
 VERIFYING = "verifying"  # full verification in progress, nothing refused yet; gate closed
 OPEN = "open"  # latest verdict passed
@@ -110,6 +112,16 @@ def admission_sample(full: Any, at: float | None = None) -> dict:
     }
 
 
+
+
+def speculation_by_context(recheck: Any) -> dict | None:
+    """What the latest re-check read of acceptance per context band (speculative profiles), or None."""
+    for check in _checks(recheck):
+        if check.get("name") == context_bands.CHECK and isinstance(check.get("observed"), dict):
+            return check["observed"]
+    return None
+
+
 @dataclass
 class GateState:
     profile: str
@@ -184,5 +196,6 @@ class GateState:
                 "captures": self.captures,
                 "refused_start": self.refused_start,
                 "answers_checked": self.answers_checked,
+                "speculation_by_context": speculation_by_context(self.recheck),
                 **extra,
             }

@@ -39,7 +39,8 @@ from sparkgate.sglang import conformance
 
 # conformance accessor -> the fixture section its first argument names a key of.
 ACCESSORS = {
-    "log_format": "log_formats", "log_line": "log_formats", "log_pattern": "log_formats", "string_": "strings",
+    "log_format": "log_formats", "log_line": "log_formats", "log_pattern": "log_formats", "log_fields": "log_formats",
+    "string_": "strings",
     "metric": "metrics", "class_name": "classes", "dtype": "dtypes", "env": "env", "server_arg": "server_args",
     "hook_target": "hook_targets", "fork_only": "fork_only",
 }

@@ -177,7 +177,9 @@ def test_a_log_format_printed_by_the_simulator_only_is_a_difference():
         f"engine log log_formats.decode_batch: the simulator printed it 1x (e.g. '{DECODE[:160]}'), the real engine "
         "never",
         f"engine log log_formats.decode_tail: the simulator printed it 1x (e.g. '{DECODE[:160]}'), the real engine "
-        "never"]  # token_usage_part: both printed it (inside the Prefill batch record too)
+        "never",
+        f"engine log log_formats.decode_token_part: the simulator printed it 1x (e.g. '{DECODE[:160]}'), the real "
+        "engine never"]  # token_usage_part: both printed it (inside the Prefill batch record too)
 
 
 def test_a_log_format_printed_by_the_real_engine_only_is_a_difference():
@@ -193,7 +195,7 @@ def test_log_counts_may_differ_and_are_reported():
     assert D.log_count_lines(real, sim) == [
         "log_formats.ready: real 1, simulator 1", "log_formats.prefill_batch: real 3, simulator 1",
         "log_formats.decode_batch: real 1, simulator 1", "log_formats.decode_tail: real 1, simulator 1",
-        "log_formats.token_usage_part: real 4, simulator 2"]
+        "log_formats.token_usage_part: real 4, simulator 2", "log_formats.decode_token_part: real 1, simulator 1"]
 
 
 def test_a_long_message_does_not_stall_the_log_reader():

@@ -124,6 +124,7 @@ def test_alert_rules_name_what_failed_and_link_the_docs(repo):
         ("SparkgateEngineStalled", 'sparkgate_check_passed{check="engine.stalled"} == 0', "0s", "critical"),
         ("SparkgateLowMemory", f"sparkgate_host_mem_available_bytes < {8 * GIB}", "1m", "warning"),
         ("SparkgateLowMemory", 'sparkgate_check_passed{check="host.memory_headroom"} == 0', "0s", "critical"),
+        ("SparkgateSpeculationNotPaying", "sparkgate_speculation_pays == 0", "10m", "warning"),
         ("SparkgateSentinelDown", 'up{job="sparkgate-sentinel"} == 0', "1m", "critical"),
     ]
     docs = (repo / "docs" / "monitoring.md").read_text(encoding="utf-8")
@@ -350,6 +351,22 @@ tests:
             exp_annotations: @LOW@
           - exp_labels: {severity: critical, job: sparkgate-sentinel, instance: "sentinel:8081", check: host.memory_headroom}
             exp_annotations: @HEADROOM@
+  - name: speculation that stops paying in one band warns once sustained; an unjudged band (NaN) never does
+    interval: 1m
+    input_series:
+      - series: 'sparkgate_speculation_pays{job="sparkgate-sentinel", instance="sentinel:8081", band="4k-16k"}'
+        values: '1 1 0x15'
+      - series: 'sparkgate_speculation_pays{job="sparkgate-sentinel", instance="sentinel:8081", band="0-1k"}'
+        values: '1x17'
+      - series: 'sparkgate_speculation_pays{job="sparkgate-sentinel", instance="sentinel:8081", band="64k+"}'
+        values: 'NaN NaN NaN NaN NaN NaN NaN NaN NaN NaN NaN NaN NaN NaN NaN NaN NaN'
+    alert_rule_test:
+      - {eval_time: 8m, alertname: SparkgateSpeculationNotPaying, exp_alerts: []}
+      - eval_time: 13m
+        alertname: SparkgateSpeculationNotPaying
+        exp_alerts:
+          - exp_labels: {severity: warning, job: sparkgate-sentinel, instance: "sentinel:8081", band: 4k-16k}
+            exp_annotations: @NOT_PAYING@
   - name: a sentinel that stops answering
     interval: 15s
     input_series:
@@ -395,7 +412,7 @@ def test_promtool_accepts_the_rendered_config_and_rules(rule_files):
         result = promtool(rule_files, *args)
         assert result.returncode == 0, result.stdout + result.stderr
         assert "SUCCESS" in result.stdout + result.stderr
-    assert "5 rules found" in promtool(rule_files, "check", "rules", "sparkgate-rules.yml").stdout
+    assert "6 rules found" in promtool(rule_files, "check", "rules", "sparkgate-rules.yml").stdout
 
 
 @pytest.mark.docker
@@ -409,6 +426,7 @@ def test_promtool_unit_tests_the_alert_rules(rule_files):
                         ("@STALLED@", ("SparkgateEngineStalled", "critical")),
                         ("@LOW@", ("SparkgateLowMemory", "warning")),
                         ("@HEADROOM@", ("SparkgateLowMemory", "critical")),
+                        ("@NOT_PAYING@", ("SparkgateSpeculationNotPaying", "warning")),
                         ("@DOWN@", ("SparkgateSentinelDown", "critical"))):
         text = text.replace(marker, yaml.safe_dump(annotations[key], default_flow_style=True, width=10_000).strip())
     (rule_files / "tests.yml").write_text(text)

@@ -418,6 +418,7 @@ class Engine:
         seed = textgen.request_seed(req.prompt_key, req.sampling)
         with self._lock:
             degrade = self.board.runtime(faults.DEGRADE_AFTER)
+            decay = self.board.runtime(faults.ACCEPT_DECAY)
             degraded = degrade is not None and self.finished_requests >= degrade.count()
             # Engine time, computed: the simulated work the batch slot did while this request waited for it.
             queued_sim = self.busy_sim - busy_at_arrival
@@ -487,7 +488,9 @@ class Engine:
                     self._advance_busy(stalled_s)  # the slot was held all along: who waited, waited this long
                     break
             # one decode step: a verify step emitting k tokens (MTP) or one plain step
-            k = timing.emitted_at_step(accept_length, step, phase) if spec else 1
+            context = req.prompt_tokens + len(words)
+            decayed = decay is not None and context > decay.count()  # accept-decay: the draft misses at long context
+            k = timing.emitted_at_step(timing.DECAYED_ACCEPT_LENGTH if decayed else accept_length, step, phase) if spec else 1
             k = max(1, min(k, limit - len(words)))
             dt = speed.verify_step_s(k) if spec else speed.plain_step_s()
             sim_elapsed += dt
@@ -645,8 +648,8 @@ class Engine:
         """The periodic `Decode batch` line and the gauges SGLang refreshes with it (lock held)."""
         w = self.window
         self.last_gen_throughput = w.tokens / w.sim_seconds if w.sim_seconds > 0 else 0.0
-        usage = C.log_line("token_usage_part", usage=self._usage(seq_len))
-        msg = C.log_line("decode_batch", iter="", running=1, usage=f"#token: {seq_len}, {usage}, ")
+        usage = C.log_line("decode_token_part", tokens=seq_len, usage=self._usage(seq_len))
+        msg = C.log_line("decode_batch", iter="", running=1, usage=f"{usage}, ")
         accept_len = accept_rate = block_accept_len = 0.0
         if spec and w.verify_ct:
             accept_len = w.accepted_tokens / w.verify_ct

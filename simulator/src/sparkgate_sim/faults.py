@@ -46,6 +46,9 @@ DECODE_STALL = "decode-stall"
 # reply opens a think block of N reasoning words (default 48, about what a thinking model spends on a short
 # question) before its answer. With answers-garbled too, the answer after the reasoning is the wrong one.
 THINKS_ANYWAY = "thinks-anyway"
+# MTP acceptance that decays with context length, as users report it (sglang#30763): healthy up to N tokens of
+# context, below the break-even accept length past it (timing.DECAYED_ACCEPT_LENGTH). Speculation only.
+ACCEPT_DECAY = "accept-decay"
 
 LOAD_TIME = frozenset(
     {
@@ -65,12 +68,14 @@ LOAD_TIME = frozenset(
         THINKS_ANYWAY,
     }
 )
-RUNTIME = frozenset({CRASH_AFTER_READY, DEGRADE_AFTER, PROBE_MISSING, ANSWERS_GARBLED, MEMORY_PRESSURE, DECODE_STALL})
+RUNTIME = frozenset({CRASH_AFTER_READY, DEGRADE_AFTER, PROBE_MISSING, ANSWERS_GARBLED, MEMORY_PRESSURE, DECODE_STALL,
+                     ACCEPT_DECAY})
 ALL = LOAD_TIME | RUNTIME
 
 # Faults that take a `:N` parameter, and their value when it is omitted.
 # crash-after-ready alone: 60 simulated seconds after ready, whatever the traffic.
-DEFAULT_PARAMS = {CRASH_AFTER_READY: "60s", DEGRADE_AFTER: "3", THINKS_ANYWAY: "48"}
+# accept-decay alone: past 4096 tokens of context.
+DEFAULT_PARAMS = {CRASH_AFTER_READY: "60s", DEGRADE_AFTER: "3", THINKS_ANYWAY: "48", ACCEPT_DECAY: "4096"}
 
 
 class FaultSpecError(ValueError):
@@ -86,7 +91,8 @@ class Fault:
         return f"{self.name}:{self.param}" if self.param is not None else self.name
 
     def count(self) -> int:
-        """The `:N` of crash-after-ready / degrade-after (requests) or thinks-anyway (reasoning words)."""
+        """The `:N` of crash-after-ready / degrade-after (requests), thinks-anyway (reasoning words) or accept-decay
+        (tokens of context)."""
         return int(self._value().rstrip("s"))
 
     @property

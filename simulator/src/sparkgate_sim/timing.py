@@ -67,6 +67,8 @@ VERIFY_COST_AT_HEALTHY = 2.26  # verify step / plain step, at the healthy accept
 BROKEN_DRAFT_TOK_S = 24.0
 BROKEN_ACCEPT_LENGTH = 1.0
 DEGRADED_ACCEPT_LENGTH = 1.2
+# accept-decay past its context length: below the 2.26 a verify step costs (speculation no longer pays).
+DECAYED_ACCEPT_LENGTH = 1.5
 EAGER_DECODE_FACTOR = 0.45  # no CUDA graphs: 55 % slower
 ACCEPT_JITTER = 0.05  # +- per request, seeded by the prompt
 TTFT_BASE_S = 0.2

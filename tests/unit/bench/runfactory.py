@@ -49,7 +49,8 @@ def make_speed_run(root: Path, run_id: str, label: str, workload: str, rates: li
                    accept: float | None = None, fingerprint: str | None = None, sampling: str = "greedy",
                    max_tokens: int = 512, target: str = "sim", complete: bool = True, tokens: int | list[int] = 512,
                    age_s: float = 0.0, failed: tuple[int, ...] = (), requested: tuple[str, ...] = (),
-                   engine: dict | None = None, gate_profile: str | None = None) -> Path:
+                   engine: dict | None = None, gate_profile: str | None = None,
+                   prompt_tokens: int | None = None) -> Path:
     """A finished code/prose-style run whose item i decoded at rates[i] tok/s over tokens (or tokens[i]);
     `age_s` backdates it (runs are ordered by when their summary was written). `engine` is the recorded engine
     configuration and `gate_profile` the profile the recorded gate had verified (neither recorded by default)."""
@@ -67,6 +68,7 @@ def make_speed_run(root: Path, run_id: str, label: str, workload: str, rates: li
             "text_chunks": count, "spec_verify_ct": round(count / accept) if accept and not error else None,
             "accept_length": accept if not error else None, "finish_reason": None if error else "length",
             "expected": None, "correct": None, "error": error,
+            **({"prompt_tokens": prompt_tokens} if prompt_tokens is not None else {}),
         })
     path = write_requests(root, run_id, records)
     runs.write_json_atomic(path / runs.SUMMARY, {

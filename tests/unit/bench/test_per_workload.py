@@ -283,3 +283,27 @@ def test_same_recorded_algorithm_under_different_claims_is_not_paired(tmp_path, 
                              "dspark requests dspark: one run measured the other's engine.* invoke deploy --profile "
                              "all-three && invoke bench --profile all-three --workload code"):
         per_workload.compare_profiles(["all-three", "dspark"], root)
+
+
+def test_a_workload_in_a_band_where_speculation_does_not_pay_gets_a_note(tmp_path):
+    """Long-context requests whose accept length sits below the break-even (2.26): the recommendation still follows
+    the paired test, and says that the speculative profile's speculation does not pay at that context."""
+    root = tmp_path / "runs"
+    make_speed_run(root, "a-long", "humming-fp8", "prose", wobble(41.0, 1.0), age_s=60, prompt_tokens=6000)
+    make_speed_run(root, "b-long", "all-three", "prose", wobble(30.0, 1.0), accept=1.6, prompt_tokens=6000)
+    make_speed_run(root, "a-short", "humming-fp8", "code", wobble(41.0, 1.0), age_s=60, prompt_tokens=200)
+    make_speed_run(root, "b-short", "all-three", "code", wobble(55.0, 1.0), accept=2.7, prompt_tokens=200)
+    comparison = per_workload.compare_profiles(["humming-fp8", "all-three"], root)
+    long, short = by_name(comparison)["prose"].recommendation, by_name(comparison)["code"].recommendation
+    assert long.profile == "humming-fp8" and short.profile == "all-three"
+    [note] = long.speculation
+    assert "band 4k-16k" in note and "all-three's speculation does not pay" in note and "1.60 <= break-even 2.26" in note
+    assert short.speculation == []
+    dumped = json.loads(json.dumps(comparison.as_dict()))
+    assert dumped["workloads"]["prose"]["recommendation"]["speculation"] == [note]
+    assert " ".join(f"note: {note}".split()) in " ".join(per_workload_report.render(comparison).split())
+
+
+def test_no_speculation_note_without_prompt_token_counts(mixed):
+    comparison = per_workload.compare_profiles(["all-three", "dspark"], mixed)
+    assert all(w.recommendation.speculation == [] for w in comparison.workloads if w.recommendation)

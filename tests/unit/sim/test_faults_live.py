@@ -204,3 +204,23 @@ def test_probe_missing_drops_only_the_engagement_report(start_profile):
 def test_probe_needs_the_plugin_whitelisted(start_profile):
     sim = start_profile("baseline", {"SGLANG_PLUGINS": "something_else"})
     assert "engagement" not in sim.server_info()["internal_states"][0]
+
+
+def test_accept_decay_falls_below_break_even_past_its_context_length(start_profile):
+    """accept-decay:N: acceptance healthy while the context is at most N tokens, 1.5 past it (below the 2.26 a
+    verify step costs), in the final meta_info and in the decode log lines the sentinel reads per band."""
+    from sparkgate.evidence import context_bands
+
+    sim = start_profile("all-three", {"SPARKGATE_SIM_FAULTS": f"{faults.ACCEPT_DECAY}:600"}, scale=SPEED_SCALE)
+    story = "Explain step by step how a lighthouse lens focuses light."  # arith-like text, no question: decodes it all
+    _speed, short = decode_speed(sim, story, 400)
+    _speed, long = decode_speed(sim, " ".join(["lighthouse"] * 1200) + " " + story, 400)
+    assert short["spec_accept_length"] > 2.4
+    assert long["spec_accept_length"] == pytest.approx(timing.DECAYED_ACCEPT_LENGTH, abs=0.05)
+    bands = context_bands.Bands()
+    bands.add_text(sim.log())
+    judged = bands.judged(2.26)
+    assert judged["1k-4k"]["lines"] >= 3 and judged["1k-4k"]["pays"] is False, judged
+    assert judged["0-1k"]["lines"] >= 3 and judged["0-1k"]["pays"] is True, judged
+    assert faults.parse_fault(faults.ACCEPT_DECAY).count() == 4096  # alone: past 4096 tokens
+    assert_no_giveaway(sim)
