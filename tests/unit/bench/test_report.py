@@ -1,4 +1,5 @@
 import json
+import sys
 
 import pytest
 
@@ -56,6 +57,15 @@ def test_write_produces_text_json_and_png(tmp_path):
     assert data["baseline"] == "r1" and data["published"]["all-three"]["decode_tok_s"] == 53.89
     png = (out / "compare.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_without_matplotlib_the_table_is_written_and_the_missing_png_said(tmp_path, monkeypatch):
+    base = make_run(tmp_path, "r1", "baseline", speed=37.8, correct=[True] * 5)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # a deploy-only venv
+    out, text = report.write(report.compare([runs.load(base)]), tmp_path / "cmp")
+    assert (out / "compare.json").is_file() and not (out / "compare.png").exists()
+    assert text.endswith("compare.png not drawn: matplotlib is not installed here (`python -m pip install "
+                         "matplotlib==3.11.2`, the pin in requirements/test.txt)\n")
 
 
 def test_incomplete_runs_are_refused(tmp_path):
