@@ -15,25 +15,20 @@ import socket
 import subprocess
 
 from sparkgate.evidence.client import fetch_json
+from sparkgate.evidence.verify import verified_config_keys
 from sparkgate.paths import repo_root
-
-SERVER_INFO_KEYS = (
-    "version", "model_path", "served_model_name", "moe_runner_backend", "speculative_algorithm",
-    "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens", "enable_fp32_lm_head",
-    "attention_backend", "max_running_requests", "mem_fraction_static", "random_seed",
-)
 
 
 def engine_facts(url: str, api_key: str | None) -> dict:
     status, verdict = fetch_json(url.rstrip("/") + "/sparkgate/verdict", api_key)
     verified = (((verdict or {}).get("full") or {}).get("verification") or {}).get("engine") if status == 200 else None
     if isinstance(verified, dict):
-        facts = {key: verified.get(key) for key in SERVER_INFO_KEYS if key in verified}
+        facts = {key: verified.get(key) for key in verified_config_keys() if key in verified}
         return {**facts, "source": "/sparkgate/verdict (the configuration the sentinel verified)"}
     status, info = fetch_json(url.rstrip("/") + "/server_info", api_key)
     if not info:
         return {"server_info": f"unavailable (HTTP {status})"}
-    facts = {key: info.get(key) for key in SERVER_INFO_KEYS if key in info}
+    facts = {key: info.get(key) for key in verified_config_keys() if key in info}
     state = (info.get("internal_states") or [{}])[0]
     if "avg_spec_accept_length" in state:
         facts["avg_spec_accept_length_at_start"] = state["avg_spec_accept_length"]

@@ -39,6 +39,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sparkgate.bench.published import PUBLISHED
 from sparkgate.errors import Refusal
 
 SPARK_BANDWIDTH_GB_S = 273.0
@@ -184,7 +185,7 @@ class DecodeSetup:
     mtp: bool = False
     num_steps: int = 3
     num_draft_tokens: int = 4
-    accept_length: float = 2.68
+    accept_length: float = PUBLISHED["all-three"].accept_length
     context_tokens: int = 1024
     bandwidth_gb_s: float = SPARK_BANDWIDTH_GB_S
 
@@ -305,7 +306,7 @@ def setup_for_profile(profile, *, accept_length: float | None = None, context_to
     return DecodeSetup(
         fp8_lm_head=opts.fp8_lm_head.enabled, mtp=mtp.enabled, num_steps=mtp.num_steps,
         num_draft_tokens=mtp.num_draft_tokens,
-        accept_length=accept_length if accept_length is not None else 2.68,
+        accept_length=accept_length if accept_length is not None else DecodeSetup.accept_length,
         context_tokens=context_tokens, bandwidth_gb_s=bandwidth_gb_s,
     )
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, StrictBool
 
+from sparkgate.bench.published import PUBLISHED
 from sparkgate.evidence.calibration import accept_length_check
 from sparkgate.evidence.gather import Evidence, shown
 from sparkgate.evidence.probe_report import draft_sharing_problems
@@ -74,7 +75,7 @@ CONFIG_KEYS = tuple(SERVER_ARGS[name] for name in ("block_size", "draft_model_pa
 DRAFT_MODEL_CLASS = conformance.class_name("dspark_draft")
 WORKER_INIT_HOOK = "dspark_worker_init"  # the probe's name for its hook on DSparkWorkerV2.__init__
 # The published all-three (NEXTN) decode speed on GSM8K: DSpark earns its place only above it.
-NEXTN_DECODE_TOK_S = 53.89
+NEXTN_DECODE_TOK_S = PUBLISHED["all-three"].decode_tok_s
 # The least accept length a profile may ask the gate for (docs/gate.md "Floors"), as for MTP: a broken
 # drafter reads 1.00.
 MIN_ACCEPT_LENGTH_FLOOR = mtp.MIN_ACCEPT_LENGTH_FLOOR

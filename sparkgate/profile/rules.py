@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from sparkgate.bench.published import PUBLISHED
 from sparkgate.bundle.launch import GATE_ENV, GATE_ORIGIN, modelled_flags
 from sparkgate.evidence import host_memory, stall
 from sparkgate.optimizations import REGISTRY
@@ -19,7 +20,7 @@ from sparkgate.sglang.parser import SGLANG_VERSION, strict_problems
 GATE_MINIMUMS = {
     "calibration_prompts": 3,
     "calibration_max_new_tokens": 128,
-    "baseline_decode_tok_s": 37.81,  # published Spark baseline, GSM8K (ly01325 baseline summary)
+    "baseline_decode_tok_s": PUBLISHED["baseline"].decode_tok_s,  # published Spark baseline, GSM8K
 }
 
 def _argv_problems(ctx: RuleContext) -> list[Problem]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from invoke import Collection, Exit
 
+from sparkgate.bench.published import PUBLISHED
 from sparkgate.profile.problems import ProfileError
 from sparkgate.tasks.common import require, sparkgate_task
 
@@ -153,7 +154,7 @@ def _stamp() -> str:
         "profile": "profile name: decides the LM head precision and the MTP window",
         "config": "checkpoint config.json (default: the checkpoint on this host, else the published shape)",
         "bandwidth": "memory bandwidth in GB/s (default 273, DGX Spark)",
-        "accept_length": "MTP tokens per verify cycle (default 2.68, published)",
+        "accept_length": f"MTP tokens per verify cycle (default {PUBLISHED['all-three'].accept_length}, published)",
         "context": "tokens in context for the attention cache (default 1024)",
         "measured": "a measured decode tok/s to show as a fraction of the bound",
         "json_out": "also write the numbers as JSON here",
@@ -168,7 +169,6 @@ def roofline(c, profile=None, config=None, bandwidth=273.0, accept_length=None, 
 
     from sparkgate.atomic import write_text_atomically
     from sparkgate.bench import roofline as roof
-    from sparkgate.bench.published import PUBLISHED
     from sparkgate.bench.run import roofline_for
     from sparkgate.profile import loading as profiles
 

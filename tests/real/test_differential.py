@@ -37,7 +37,6 @@ from pathlib import Path
 
 import pytest
 
-from sparkgate.bench.envfacts import SERVER_INFO_KEYS as BENCH_SERVER_INFO_KEYS
 from sparkgate.evidence import logs
 from sparkgate.evidence.verify import verified_config_keys
 from sparkgate.runtime.admin_key import SECRET_FIELDS
@@ -67,7 +66,7 @@ FIXTURE = C.fixture()
 SERVER_INFO_READ = (
     {entry["text"] for entry in FIXTURE["server_args"].values()}
     | {entry["text"] for key, entry in FIXTURE["strings"].items() if key.startswith("server_info_")}
-    | set(verified_config_keys()) | set(BENCH_SERVER_INFO_KEYS) | set(SECRET_FIELDS)
+    | set(verified_config_keys()) | set(SECRET_FIELDS)
 )
 INTERNAL_STATE_READ = {entry["text"] for key, entry in FIXTURE["strings"].items() if key.startswith("internal_state_")}
 MODEL_INFO_READ = {entry["text"] for key, entry in FIXTURE["strings"].items() if key.startswith("model_info_")}
