@@ -128,5 +128,5 @@ LABEL org.opencontainers.image.title="sparkgate engine" \
       io.sparkgate.sglang.commit="${SGLANG_COMMIT}" \
       io.sparkgate.sglang.version="${SGLANG_VERSION}"
 
-ENTRYPOINT ["sparkgate", "engine", "--launcher", "spark", "--log-file", "/var/log/sparkgate/engine.log", "--"]
+ENTRYPOINT ["sparkgate", "engine", "--launcher", "spark", "--log-file", "/var/log/sparkgate/engine.log", "--preflight", "/bundle/preflight.json", "--"]
 CMD ["--help"]

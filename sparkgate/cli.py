@@ -70,7 +70,8 @@ def cmd_engine(args: argparse.Namespace) -> int:
     from sparkgate.runtime import engine_entrypoint
 
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-    return engine_entrypoint.run(args.launcher, Path(args.log_file) if args.log_file else None, argv)
+    return engine_entrypoint.run(args.launcher, Path(args.log_file) if args.log_file else None, argv,
+                                 preflight_file=Path(args.preflight) if args.preflight else None)
 
 
 def cmd_healthcheck(args: argparse.Namespace) -> int:
@@ -177,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     engine = sub.add_parser("engine", help="container entrypoint: guard, then run the engine")
     engine.add_argument("--launcher", choices=["spark", "sim"], required=True)
     engine.add_argument("--log-file")
+    engine.add_argument("--preflight", metavar="FILE", help="the host checks to pass before the engine starts "
+                        "(the bundle's preflight.json; Spark only)")
     engine.add_argument("argv", nargs=argparse.REMAINDER)
     engine.set_defaults(func=cmd_engine)
     health = sub.add_parser("healthcheck", help="exit 0 if URL answers 200")

@@ -21,6 +21,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from sparkgate import atomic, defaults
 from sparkgate.bundle import expectations, monitoring
+from sparkgate.deploy import engine_preflight
 from sparkgate.errors import Refusal
 from sparkgate.images import load_lock
 from sparkgate.paths import build_dir, templates_dir
@@ -30,6 +31,7 @@ from sparkgate.sglang import flags as F
 
 TARGETS = ("spark", "sim")
 ENGINE_LOG = "/var/log/sparkgate/engine.log"
+FLASHINFER_CACHE = "/root/.cache/flashinfer"  # the engine's FlashInfer JIT cache (a host directory on a Spark)
 # The sentinel's capture files (sentinel/captures.py) on a named volume: a refusal's evidence outlives the stack.
 CAPTURES_DIR = "/var/lib/sparkgate/captures"
 CAPTURES_VOLUME = "sentinel-captures"
@@ -49,6 +51,7 @@ ADMIN_KEY_TMPFS_OPTIONS = "mode=0700,uid=0,gid=0,size=64k,noexec,nosuid,nodev"
 # Where the containers read the bundle, and which files each one reads (compose `configs:`).
 BUNDLE_MOUNT = "/bundle"
 SENTINEL_BUNDLE_FILES = ("argv.json", "engine-env.json", "expectations.json")
+ENGINE_BUNDLE_FILES = (engine_preflight.FILE_NAME,)  # the Spark engine's own preflight (deploy/engine_preflight.py)
 GATEWAY_BUNDLE_FILES = ("haproxy.cfg", "gateway-gate.lua", "gateway-503.http")
 # The monitoring profile's files (prometheus.yml, sparkgate-rules.yml), received by its one-shot config service.
 MONITORING_BUNDLE_FILES = monitoring.BUNDLE_FILES
@@ -210,8 +213,10 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions, bundle_files:
         # Inline: the stack needs no directory from the host, and `$$` keeps Compose from interpolating.
         "bundle_configs": {
             name: compose_literal(bundle_files[name])
-            for name in (*SENTINEL_BUNDLE_FILES, *GATEWAY_BUNDLE_FILES, *MONITORING_BUNDLE_FILES)
+            for name in (*SENTINEL_BUNDLE_FILES, *GATEWAY_BUNDLE_FILES, *MONITORING_BUNDLE_FILES,
+                         *(ENGINE_BUNDLE_FILES if options.target == "spark" else ()))
         },
+        "engine_configs": _configs_mounts(ENGINE_BUNDLE_FILES),
         "sentinel_configs": _configs_mounts(SENTINEL_BUNDLE_FILES),
         "gateway_configs": _configs_mounts(GATEWAY_BUNDLE_FILES),
         "runtime_build": runtime_build() if options.build_sections else None,
@@ -224,7 +229,9 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions, bundle_files:
         **drafter_mounts(profile),
         "engine_image": engine_image,
         "engine_entrypoint": [
-            "sparkgate", "engine", "--launcher", options.target, "--log-file", ENGINE_LOG, "--",
+            "sparkgate", "engine", "--launcher", options.target, "--log-file", ENGINE_LOG,
+            *(["--preflight", f"{BUNDLE_MOUNT}/{engine_preflight.FILE_NAME}"] if options.target == "spark" else []),
+            "--",
         ],
         # Profile text reaches Compose only through these two: `$$` keeps Compose from interpolating it.
         "argv": [compose_literal(token) for token in loaded.plan.argv],
@@ -235,6 +242,7 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions, bundle_files:
         "model_mount": f"${{SPARKGATE_MODEL_DIR:-${{HOME}}/models/{model_dir_name}}}:{profile.model.path}:ro",
         "humming_cache_mount": f"${{SPARKGATE_CACHE_DIR:-${{HOME}}/.cache/sparkgate}}/humming:{humming_root}",
         "sim_humming_cache_mount": f"humming-cache:{humming_root}",
+        "flashinfer_cache_mount": f"${{SPARKGATE_CACHE_DIR:-${{HOME}}/.cache/sparkgate}}/flashinfer:{FLASHINFER_CACHE}",
         "healthcheck": [
             "CMD", "sparkgate", "healthcheck", "--url", f"http://127.0.0.1:{profile.sglang.port}/health",
         ],
@@ -297,6 +305,11 @@ def render_files(loaded: LoadedProfile, options: RenderOptions) -> dict[str, str
             expectations=expectations.build(loaded, options.target, time_scale)
         ),
     }
+    if options.target == "spark":
+        humming_root = str(PurePosixPath(profile.optimizations.humming.cache_dir).parent)
+        checks = engine_preflight.plan(profile, profile.name, (humming_root, FLASHINFER_CACHE))
+        files[engine_preflight.FILE_NAME] = env.get_template("preflight.json.j2").render(
+            preflight=checks.model_dump(mode="json"))
     gateway = gateway_context(loaded, options)
     for name in ("haproxy.cfg", "gateway-gate.lua", "gateway-503.http"):
         files[name] = env.get_template(f"gateway/{name}.j2").render(header=header, **gateway)

@@ -97,8 +97,13 @@ def _rotate(log_file: Path) -> None:
 
 
 def run(launcher: str, log_file: Path | None, argv: list[str], admin_dir: Path = admin_key.ADMIN_DIR,
-        mountinfo: str | None = None) -> int:
+        mountinfo: str | None = None, preflight_file: Path | None = None) -> int:
     refusal = conflicting_lm_head(argv, os.environ) or reserved_flags(argv)
+    if refusal is None and preflight_file is not None:
+        # `docker compose up` on a Spark runs no `invoke deploy`: the host checks happen here, before a byte loads.
+        from sparkgate.deploy import engine_preflight
+
+        refusal = engine_preflight.refusal(preflight_file)
     if refusal:
         print(refusal, file=sys.stderr, flush=True)
         return EXIT_REFUSED

@@ -38,6 +38,7 @@ def test_render_is_deterministic_and_complete(name, target):
     assert set(first) == {
         "compose.yaml", "engine-env.json", "argv.json", "expectations.json", "manifest.json",
         "haproxy.cfg", "gateway-gate.lua", "gateway-503.http", "prometheus.yml", "sparkgate-rules.yml",
+        *(["preflight.json"] if target == "spark" else []),
     }
     for text in first.values():
         assert "{{" not in text and "{%" not in text
@@ -181,7 +182,10 @@ def test_compose_is_self_contained(target):
     }
     assert mounted["sentinel"] == {f"/bundle/{n}": n for n in ("argv.json", "engine-env.json", "expectations.json")}
     assert mounted["gateway"] == {f"/bundle/{n}": n for n in ("haproxy.cfg", "gateway-gate.lua", "gateway-503.http")}
-    assert "configs" not in compose["services"]["engine"]
+    if target == "spark":  # the host preflight the engine's entrypoint runs (deploy/engine_preflight.py)
+        assert mounted["engine"] == {"/bundle/preflight.json": "preflight.json"}
+    else:
+        assert "configs" not in compose["services"]["engine"]
     for source in {*mounted["sentinel"].values(), *mounted["gateway"].values()}:
         assert compose["configs"][source] == {"content": render.compose_literal(files[source])}
     assert "/bundle/haproxy.cfg" in compose["services"]["gateway"]["entrypoint"]
