@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import statistics
@@ -71,7 +72,9 @@ def one_case(name: str, pad_bytes: int, repeat: int, root: Path) -> None:
     admin = name_dir / "admin"
     os.environ.pop("SGLANG_ENABLE_FP8_LM_HEAD", None)
     with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):  # the entrypoint echoes the engine
-        engine_entrypoint.run("sim", log_dir / "engine.log", [], admin_dir=admin,
+        # the bundle's argv: the sentinel takes only a record of its bundle's argv (engine_run.bundle_argv_sha256)
+        argv = json.loads((bundle / "argv.json").read_text())
+        engine_entrypoint.run("sim", log_dir / "engine.log", argv, admin_dir=admin,
                               mountinfo=f"1 0 0:1 / {admin} rw - tmpfs tmpfs rw\n")
     record = engine_run.read(log_dir / engine_run.EXIT_FILE)
     assert record is not None and record.exit_code == 1, record
@@ -81,7 +84,6 @@ def one_case(name: str, pad_bytes: int, repeat: int, root: Path) -> None:
         sentinel = Sentinel(SentinelConfig("http://127.0.0.1:9", bundle, str(log_dir / "engine.log"), root,
                                            period_s=5.0, meminfo_path=str(meminfo),
                                            captures_dir=str(name_dir / f"captures-{i}")))
-        sentinel.started_at = (record.started_at() or 0.0) - 1.0  # the sentinel started before its engine
         sentinel.client = type("Dead", (), {"status": staticmethod(lambda path: 0)})()
         started = time.perf_counter()
         sentinel.step()

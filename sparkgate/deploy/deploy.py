@@ -23,6 +23,7 @@ from sparkgate.evidence.logs import EngineLog
 from sparkgate.images import load_lock
 from sparkgate.paths import build_dir, repo_root
 from sparkgate.profile import loading as profiles
+from sparkgate.runtime import engine_run
 from sparkgate.sglang.phases import PHASES, current_phase, phases_reached
 
 SPARK_START_BUDGET_S = 20 * 60  # cold start is ~8 min; graphs + JIT can add more on a first run
@@ -232,7 +233,8 @@ def _wait_and_prove(options, project, loaded, url, started, timings, say) -> Dep
         if engine_state is None or engine_state.get("Status") in ("exited", "dead"):
             code = (engine_state or {}).get("ExitCode")
             return _refused_exited(options, project, url, timings, say, f"engine exited (code {code}) during startup",
-                                   verdict, code if isinstance(code, int) else None)
+                                   verdict, code if isinstance(code, int) else None,
+                                   this_start=(project.container("engine"), (engine_state or {}).get("StartedAt")))
         health = (engine_state.get("Health") or {}).get("Status")
         if health == "healthy" and "engine_healthy" not in timings:
             timings["engine_healthy"] = round(elapsed, 2)
@@ -332,7 +334,8 @@ def _refused(options, project, url, timings, say, reason, verdict, startup_check
                         startup_checks=startup_checks or [])
 
 
-def _refused_exited(options, project, url, timings, say, reason, verdict, exit_code=None) -> DeployResult:
+def _refused_exited(options, project, url, timings, say, reason, verdict, exit_code=None,
+                    this_start: tuple[str | None, str | None] = (None, None)) -> DeployResult:
     """The engine died before it was ready: name the phases it never reached, the likely cause and the engine-log
     checks its final log fails (evidence/startup.py). The sentinel judges the start from the entrypoint's exit record
     and captures it: its checks are the deploy's when it has (wait briefly); the log's are the fallback."""
@@ -345,13 +348,13 @@ def _refused_exited(options, project, url, timings, say, reason, verdict, exit_c
     failing = [c.as_dict() for c in startup.judge_exited_engine(expectations, log)]
     if failing:
         reason += "; the engine log fails " + ", ".join(c["name"] for c in failing)
-    captured = _start_captured(options, url)
+    captured = _start_captured(options, url, *this_start)
     judged = ((captured or {}).get("refused_start") or {}).get("checks")
     return _refused(options, project, url, timings, say, reason, captured or verdict,
                     judged if isinstance(judged, list) and judged else failing)
 
 
-def _start_captured(options, url: str) -> dict | None:
+def _start_captured(options, url: str, container: str | None, started_at: str | None) -> dict | None:
     """The sentinel's verdict once it has captured this dead start (it reads the entrypoint's exit record on its
     next period), so the refusal can name the capture; None if it has not within three periods (e.g. a container
     killed from outside, which leaves no exit record)."""
@@ -359,10 +362,24 @@ def _start_captured(options, url: str) -> dict | None:
     deadline = time.monotonic() + 3 * options.recheck_period_s + 2
     while time.monotonic() < deadline:
         verdict = fetch_json(f"{url}/sparkgate/verdict", api_key)[1]
-        if (verdict or {}).get("refused_start"):
+        if is_this_start((verdict or {}).get("refused_start"), container, started_at):
             return verdict
         time.sleep(0.5)
     return None
+
+
+def is_this_start(refused: object, container: str | None, started_at: str | None) -> bool:
+    """Whether the sentinel's published refused start is the start of this engine container: its id (Docker's
+    hostname for it, which the entrypoint records) and a start no earlier than Docker's StartedAt for the container
+    (a container started again keeps its id; its entrypoint's record comes after Docker starts it, on the same
+    host clock). An earlier start's refusal is never named as this one's."""
+    if not isinstance(refused, dict) or not container or not isinstance(refused.get("container"), str):
+        return False
+    if refused["container"][:12] != container[:12]:
+        return False
+    recorded, docker_started = engine_run.epoch(refused.get("started")), engine_run.epoch(started_at)
+    # The record's time is cut to the millisecond (engine_run.now), Docker's is not.
+    return recorded is not None and (docker_started is None or recorded + 0.001 >= docker_started)
 
 
 def _write_record(options, project, bundle, images, result: DeployResult) -> Path:

@@ -27,6 +27,9 @@ CAUSE_WINDOW_BYTES = 256 * 1024
 OOM_MARKERS = ("out of memory", "OutOfMemoryError", "CUDA_ERROR_OUT_OF_MEMORY", "Cannot allocate memory")
 JIT_MARKERS = ("nvcc", "ninja", "JIT", "Compiling", "compiling", "torch.compile", "tvm_ffi")
 SIGKILL_CODE = 137
+# SIGTERM and SIGINT as a shell reports them (128 + signal): what `docker stop` (`compose stop -t 10 engine` when the
+# deploy's start budget runs out, `invoke down`) and Ctrl-C send. An engine never stops itself with them.
+STOPPED_CODES = {143: "SIGTERM", 130: "SIGINT"}
 
 
 @dataclass(frozen=True)
@@ -41,19 +44,29 @@ def judge_exited_engine(expectations: dict, log: EngineLog) -> list[CheckResult]
     return [c for c in run_checks(evidence) if not c.passed and catalog.stage_of(c.name) is Stage.ENGINE_LOG]
 
 
-def likely_cause(log_text: str | None, reached: list[str], exit_code: int | None) -> Cause:
-    """What most likely stopped the start, from the log's tail, the phases reached and the exit code."""
+def likely_cause(log_text: str | None, reached: list[str], exit_code: int | None, signal: str | None = None) -> Cause:
+    """What most likely stopped the start, from the log's tail, the phases reached, the exit code and the signal
+    (the entrypoint's exit record names it; the container's exit code alone gives 128 + signal)."""
     tail = (log_text or "").encode("utf-8", "replace")[-CAUSE_WINDOW_BYTES:].decode("utf-8", "ignore")
     loading = "load_weight_begin" in reached and "kv_cache" not in reached
     if CAPTURE_FAILED in tail:
         return Cause("CUDA graph capture failed", (
             "SGLang's CUDA-graph capture raised (sglang#23386: graph capture of the MoE path on GB10). Fix: lower "
             "--cuda-graph-max-bs or set --disable-cuda-graph in the profile (the speed checks then say what it costs)"))
+    # Before the log's guesses: a start stopped from outside was not a crash, whatever its last lines were.
+    stopped = signal if signal is not None else STOPPED_CODES.get(exit_code)
+    if stopped in STOPPED_CODES.values():
+        return Cause("stopped from outside (the deploy's start budget or `invoke down`)", (
+            f"the engine got {stopped} before it was ready: `invoke deploy` stops an engine whose start outlasts its "
+            "budget (`compose stop`), and `invoke down`, `docker stop` or Ctrl-C send it too. Fix: give a cold start "
+            "more time (`invoke deploy --budget SECONDS`; the phase it was in says where the time went)"))
     if any(m in tail for m in OOM_MARKERS) or (exit_code == SIGKILL_CODE and loading):
         return Cause("out of unified memory during load" if loading else "out of memory", (
             "the GB10's 128 GB are shared by CPU and GPU: another process (a second engine, a build) or a too high "
-            "--mem-fraction-static leaves the weights no room, and the host can wedge without an OOM kill. Fix: stop "
-            "what else holds memory (`free -g`, `invoke status` shows the host's), then deploy again"))
+            "--mem-fraction-static leaves the weights no room, and the host can wedge without an OOM kill"
+            + ("; a SIGKILL may also be `docker kill` or `docker stop` past its timeout" if exit_code == SIGKILL_CODE
+               else "") + ". Fix: stop what else holds memory (`free -g`, `invoke status` shows the host's), then "
+            "deploy again"))
     if loading and any(m in tail for m in JIT_MARKERS):
         return Cause("JIT compile during weight load", (
             "a kernel was being compiled while the weights loaded (FlashInfer or Humming JIT on a cold cache) and "
@@ -78,7 +91,7 @@ def judge_start(expectations: dict, log: EngineLog, record: EngineRun | None = N
         reached = sorted(set(reached) | {p for p in record.phases if p in PHASES}, key=PHASES.index)
         exit_code = record.exit_code
     never = [p for p in PHASES if p not in reached]
-    cause = likely_cause(log.text, reached, exit_code)
+    cause = likely_cause(log.text, reached, exit_code, record.signal if record else None)
     observed = {"exit_code": exit_code, "signal": record.signal if record else None, "phases_reached": reached,
                 "never_reached": never, "likely_cause": cause.name}
     health = failed("engine.health", observed, "an engine that reaches ready",

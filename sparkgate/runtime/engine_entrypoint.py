@@ -23,6 +23,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from sparkgate.runtime import admin_key, engine_run
 from sparkgate.runtime.secret_files import SecretFileError
 from sparkgate.sglang import flags as F
@@ -149,15 +151,18 @@ def run(launcher: str, log_file: Path | None, argv: list[str], admin_dir: Path =
 
 def _record_start(directory: Path, argv: list[str]) -> engine_run.EngineRun | None:
     """engine-start.json for this start; a previous start's engine-exit.json is removed first, so it can never be
-    read as this one's. A record that cannot be written costs the capture its identity, never the start."""
-    record = engine_run.EngineRun(container=engine_run.this_container(), started=engine_run.now(),
-                                  argv_sha256=engine_run.argv_sha256(argv))
+    read as this one's. A record that cannot be made (a hostname the record refuses) or written costs the capture
+    its identity, never the start: None then, and no exit record either."""
     try:
         (directory / engine_run.EXIT_FILE).unlink(missing_ok=True)
+        record = engine_run.EngineRun(container=engine_run.this_container(), started=engine_run.now(),
+                                      argv_sha256=engine_run.argv_sha256(argv))
         engine_run.write(directory / engine_run.START_FILE, record)
-    except OSError as exc:
-        print(f"sparkgate engine: cannot write {directory / engine_run.START_FILE}: {exc.strerror or exc}",
-              file=sys.stderr, flush=True)
+    except (OSError, ValidationError) as exc:
+        why = exc.strerror or exc if isinstance(exc, OSError) else f"not a record ({exc.error_count()} field(s) refused)"
+        print(f"sparkgate engine: cannot write {directory / engine_run.START_FILE}: {why}; the engine starts without "
+              "it (a start that dies is then not captured by the sentinel)", file=sys.stderr, flush=True)
+        return None
     return record
 
 
@@ -172,9 +177,9 @@ def _record_exit(directory: Path, start: engine_run.EngineRun, code: int, phases
                                       "exited": engine_run.now(), "phases": list(phases)})
     try:
         engine_run.write(directory / engine_run.EXIT_FILE, engine_run.EngineRun.model_validate(record.model_dump()))
-    except OSError as exc:
-        print(f"sparkgate engine: cannot write {directory / engine_run.EXIT_FILE}: {exc.strerror or exc}",
-              file=sys.stderr, flush=True)
+    except (OSError, ValidationError) as exc:
+        why = exc.strerror or exc if isinstance(exc, OSError) else f"not a record ({exc.error_count()} field(s) refused)"
+        print(f"sparkgate engine: cannot write {directory / engine_run.EXIT_FILE}: {why}", file=sys.stderr, flush=True)
 
 
 def redact_line(line: bytes, key: str) -> bytes:

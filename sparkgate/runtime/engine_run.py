@@ -5,6 +5,8 @@
 
 Both atomically (temp file, then rename). They tie a capture to one deploy: the bundle (argv, engine env and
 expectations, hashed) and the engine container's start (its id, which Docker also gives its hostname, and time).
+A record is taken for a bundle's engine only when its argv_sha256 is the hash of that bundle's argv.json
+(bundle_argv_sha256): an engine started by hand with another argv, or by another bundle on the same volume, is not.
 A container killed from outside (`docker kill`, the kernel's OOM killer on the whole container) writes no exit
 record: the deploy then reads the container's exit code instead. The volume is written by the engine container,
 so reading is a trust boundary: bounded, validated, and anything else is read as no record.
@@ -59,7 +61,20 @@ def epoch(text: str | None) -> float | None:
 
 
 def argv_sha256(argv: Iterable[str]) -> str:
+    """The hash a record carries of the engine's argv (the entrypoint's, after `--`: the bundle's argv.json)."""
     return hashlib.sha256(json.dumps(list(argv)).encode("utf-8")).hexdigest()
+
+
+def bundle_argv_sha256(directory: Path) -> str | None:
+    """argv_sha256 of a rendered bundle's argv.json: what a record of this bundle's engine carries. None when the
+    file cannot be read as a list of strings (then no record is taken for this bundle's)."""
+    try:
+        argv = json.loads((Path(directory) / "argv.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(argv, list) or not all(isinstance(token, str) for token in argv):
+        return None
+    return argv_sha256(argv)
 
 
 def this_container() -> str:

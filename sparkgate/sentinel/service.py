@@ -45,9 +45,6 @@ COLD_CHECK = "answers.cold_prefill"
 # A refused engine is verified again after 1, 2, 4, then every 6 periods (30 s at the default 5 s), at once when it
 # restarts: each full verification costs the engine a calibration and the host two pytest suites.
 MAX_BACKOFF_PERIODS = 6
-# An engine start record older than the sentinel by more than this is an earlier deploy's (the engine-logs volume
-# outlives a stack): the engine starts after its sentinel (compose depends_on).
-START_SLACK_S = 2.0
 START_MEMORY_SAMPLES = 512
 
 
@@ -112,9 +109,10 @@ class Sentinel:
         self.cold_refusal: tuple[object, CheckResult] | None = None  # (startup_time, its failed cold check)
         self.captures = (CaptureStore(Path(config.captures_dir), config.bundle_dir, config.meminfo_path)
                          if config.captures_dir else None)
-        # Which deploy this is (manifest `of` of every capture): the bundle, and the engine start it watches.
-        self.started_at = time.time()
+        # Which deploy this is (manifest `of` of every capture): the bundle, and the engine start it watches. A start
+        # or exit record is this bundle's only when it carries the hash of this bundle's argv (see _this_deploys).
         self.bundle_id = engine_run.bundle_id_of(config.bundle_dir)
+        self.argv_sha256 = engine_run.bundle_argv_sha256(config.bundle_dir)
         self.run_dir = Path(config.log_file).parent  # the entrypoint's start and exit records (runtime/engine_run.py)
         self.start_memory: collections.deque[capture.HostMemorySample] = collections.deque(maxlen=START_MEMORY_SAMPLES)
         self.start_refused: tuple[str, str] | None = None  # (container, started) of the dead start already captured
@@ -179,6 +177,7 @@ class Sentinel:
         self.start_module_rechecks()
         if passed:
             self.ever_verified = True
+            self._clear_refused_start(passed=True)
             self.state.set(OPEN, "all checks, testinfra and smoke tests passed")
             log.info("gate OPEN: %d checks, %d infra tests, %d smoke tests passed",
                      len(verdict.checks), len(infra.tests), len(smoke.tests))
@@ -349,10 +348,23 @@ class Sentinel:
 
     # --- the engine start ----------------------------------------------------------------------
     def _this_deploys(self, name: str) -> engine_run.EngineRun | None:
-        """The entrypoint's record `name` when it is of an engine started after this sentinel, else None."""
+        """The entrypoint's record `name` when it is of an engine started with this bundle's argv, else None.
+
+        No clock decides: a sentinel that starts late (a slow import, a restart by hand) still finds the start that
+        died before it. An exit record is taken only with the start record it ended (the entrypoint removes a
+        previous start's exit record before it writes its start record). What is left: an earlier start of this same
+        bundle (the engine-logs volume outlives a stack), read before this deploy's engine has started, is read as
+        that start, under its own container and start time; a capture of it names them (`invoke capture` says
+        "of ANOTHER deploy" when the engine container is not this one), and the engine's next start record replaces
+        it (refused_start clears the refusal)."""
         record = engine_run.read(self.run_dir / name)
-        started = record.started_at() if record is not None else None
-        return record if started is not None and started >= self.started_at - START_SLACK_S else None
+        if record is None or self.argv_sha256 is None or record.argv_sha256 != self.argv_sha256:
+            return None
+        if name == engine_run.EXIT_FILE:
+            start = engine_run.read(self.run_dir / engine_run.START_FILE)
+            if start is not None and (start.container, start.started) != (record.container, record.started):
+                return None  # an exit record of an earlier start than the one recorded now
+        return record
 
     def deploy_of(self) -> capture.DeployOf | None:
         if self.bundle_id is None:
@@ -373,6 +385,7 @@ class Sentinel:
     def refused_start(self) -> bool:
         """Whether the engine of this deploy died before it was ready (its exit record says so). The first time, the
         start is judged (evidence/startup.py) and captured; the gate stays closed with the refusal as its reason."""
+        self._clear_refused_start()
         record = self._this_deploys(engine_run.EXIT_FILE)
         if record is None or record.exit_code is None or "ready" in record.phases:
             return False  # still starting, or died after it was ready (a re-check's engine.health names that)
@@ -392,6 +405,19 @@ class Sentinel:
             log.warning("gate CLOSED: %s", reason)
             self._capture_start(record, engine_log, verdict, reason)
         return True
+
+    def _clear_refused_start(self, passed: bool = False) -> None:
+        """The published refused start is dropped once it is no longer the engine's: a verification passed, or a
+        start record of another start (an engine restarted by hand) has appeared."""
+        with self.state.lock:
+            refused = self.state.refused_start
+        if refused is None:
+            return
+        start = None if passed else self._this_deploys(engine_run.START_FILE)
+        if passed or (start is not None and (start.container, start.started) != (refused.get("container"),
+                                                                                    refused.get("started"))):
+            with self.state.lock:
+                self.state.refused_start = None
 
     def _capture_start(self, record: engine_run.EngineRun, engine_log, verdict: Verdict, reason: str) -> None:
         if self.captures is None:

@@ -4,6 +4,7 @@ sentinel's capture of that start (its log, phases reached and never reached, hos
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,13 +14,15 @@ from pydantic import ValidationError
 
 from sparkgate import cli
 from sparkgate.bundle import expectations, render
-from sparkgate.deploy import field_capture
+from sparkgate.deploy import deploy, field_capture
 from sparkgate.evidence import capture, startup
 from sparkgate.evidence.logs import EngineLog
+from sparkgate.evidence.results import Verdict, checked
 from sparkgate.profile import loading as profiles
 from sparkgate.runtime import engine_entrypoint, engine_run
 from sparkgate.sentinel.service import Sentinel, SentinelConfig
 from sparkgate.sentinel.state import CLOSED
+from sparkgate.sentinel.suites import SuiteResult
 from sparkgate.sglang import conformance as C
 from sparkgate.sglang.phases import PHASES
 
@@ -77,6 +80,33 @@ def test_each_likely_cause_is_read_from_the_log(lines, code, cause):
     assert observed["likely_cause"] == cause
 
 
+STOPPED = "stopped from outside (the deploy's start budget or `invoke down`)"
+
+
+@pytest.mark.parametrize(("code", "signal"), [(143, "SIGTERM"), (130, "SIGINT"), (143, None), (130, None)])
+def test_a_start_stopped_from_outside_is_not_blamed_on_a_crash(code, signal):
+    """`invoke deploy` stops an engine whose start outlasts its budget (`compose stop -t 10 engine`: SIGTERM, 143):
+    neither the JIT compile in its last lines nor the load it was in is named the cause."""
+    lines = [*DIED_LOADING[:2], "Compiling flashinfer kernels (JIT)", "RuntimeError: CUDA error: out of memory"]
+    record = engine_run.EngineRun(container="abc", started=engine_run.now(), argv_sha256="0" * 64, exit_code=code,
+                                  signal=signal, phases=["arguments", "load_weight_begin"])
+    for checks in (startup.judge_start(_want(), EngineLog("t", "\n".join(lines)), record),
+                   startup.judge_start(_want(), EngineLog("t", "\n".join(lines)), exit_code=code)):
+        assert _health(checks)["likely_cause"] == STOPPED
+        assert "--budget" in checks[0].hint and "\n" not in checks[0].hint
+
+
+def test_a_sigkill_during_load_keeps_the_memory_guess_and_says_it_may_be_docker_kill():
+    record = engine_run.EngineRun(container="abc", started=engine_run.now(), argv_sha256="0" * 64, exit_code=137,
+                                  signal="SIGKILL", phases=["arguments", "load_weight_begin"])
+    checks = startup.judge_start(_want(), EngineLog("t", "\n".join(DIED_LOADING[:2])), record)
+    assert _health(checks)["likely_cause"] == "out of unified memory during load"
+    assert "docker kill" in checks[0].hint
+    # another signal's exit code is read as what it is, not as a stop from outside
+    other = record.model_copy(update={"exit_code": 143, "signal": "SIGSEGV"})
+    assert _health(startup.judge_start(_want(), EngineLog("t", ""), other))["likely_cause"] != STOPPED
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=st.text(max_size=3000), code=st.none() | st.integers(-300, 600))
 def test_hostile_log_text_is_judged_never_raises(text, code):
@@ -88,12 +118,18 @@ def test_hostile_log_text_is_judged_never_raises(text, code):
 
 # -- the engine entrypoint's records ---------------------------------------------------------------------------------
 
-def _run_dying_engine(monkeypatch, logs: Path, admin: Path, lines: list[str], code: int) -> int:
+def _run_dying_engine(monkeypatch, logs: Path, admin: Path, lines: list[str], code: int,
+                      argv: list[str] | None = None) -> int:
     monkeypatch.delenv("SGLANG_ENABLE_FP8_LM_HEAD", raising=False)
     script = f"import sys\nfor line in {lines!r}: print(line)\nsys.exit({code})"
     monkeypatch.setitem(engine_entrypoint.LAUNCHERS, "sim", ["-c", script])
-    return engine_entrypoint.run("sim", logs / "engine.log", ["--model-path", "/m"], admin_dir=admin,
+    return engine_entrypoint.run("sim", logs / "engine.log", argv or ["--model-path", "/m"], admin_dir=admin,
                                  mountinfo=f"1 0 0:1 / {admin} rw - tmpfs tmpfs rw\n")
+
+
+def _argv(bundle: Path) -> list[str]:
+    """The bundle's argv, as the engine container's entrypoint gets it (compose passes argv.json's tokens)."""
+    return json.loads((bundle / "argv.json").read_text())
 
 
 def test_the_entrypoint_leaves_a_start_and_an_exit_record(monkeypatch, tmp_path, capfd):
@@ -108,6 +144,20 @@ def test_the_entrypoint_leaves_a_start_and_an_exit_record(monkeypatch, tmp_path,
     assert ended.exit_code == 2 and ended.signal is None and ended.exited
     assert ended.phases == ["arguments", "load_weight_begin"]
     assert ended.argv_sha256 == engine_run.argv_sha256(["--model-path", "/m"])  # the bundle's argv.json, hashed
+
+
+@pytest.mark.parametrize("hostname", ["odd host!", "-leading-dash", "x" * 80, ""])
+def test_a_record_that_cannot_be_made_never_costs_the_start(monkeypatch, tmp_path, capfd, hostname):
+    """A hostname the record refuses (`docker run --hostname`, a hand-edited compose file): the engine starts and its
+    exit code is the entrypoint's, without records; one line says so."""
+    monkeypatch.setattr(engine_run, "this_container", lambda: hostname)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    assert _run_dying_engine(monkeypatch, logs, tmp_path / "admin", DIED_LOADING, 2) == 2
+    assert "Load weight begin" in (logs / "engine.log").read_text()  # the engine ran
+    assert not (logs / engine_run.START_FILE).exists() and not (logs / engine_run.EXIT_FILE).exists()
+    said = [line for line in capfd.readouterr().err.splitlines() if line.startswith("sparkgate engine:")]
+    assert len(said) == 1 and "the engine starts without it" in said[0]
 
 
 @pytest.mark.parametrize("junk", [b"", b"{", b"[]", b'{"container": "x"}', b"x" * (engine_run.MAX_RECORD_BYTES + 1)])
@@ -137,7 +187,7 @@ def test_the_sentinel_captures_a_start_that_died_and_it_replays_to_the_refusal(d
     sentinel, bundle, logs = deployed
     sentinel.step()  # the engine is still loading: no exit record, nothing captured
     assert sentinel.state.captures is None
-    _run_dying_engine(monkeypatch, logs, tmp_path / "admin", DIED_LOADING, 2)
+    _run_dying_engine(monkeypatch, logs, tmp_path / "admin", DIED_LOADING, 2, _argv(bundle))
     sentinel.step()
     assert sentinel.state.state == CLOSED and sentinel.state.reason.startswith("engine exited (code 2)")
     assert "never reaching load_weight_end" in sentinel.state.reason
@@ -166,21 +216,132 @@ def test_the_sentinel_captures_a_start_that_died_and_it_replays_to_the_refusal(d
     assert capture.changes(captured.recording.verdict, again) == []
 
 
-def test_an_earlier_deploys_exit_record_is_not_taken_for_this_start(deployed):
-    sentinel, _, logs = deployed
-    earlier = engine_run.EngineRun(container="0123456789ab", started="2020-01-01T00:00:00+00:00",
-                                   argv_sha256="0" * 64, exit_code=1, exited="2020-01-01T00:01:00+00:00")
-    engine_run.write(logs / engine_run.EXIT_FILE, earlier)
+def test_an_exit_record_of_another_argv_is_not_taken_for_this_bundles(deployed, monkeypatch, tmp_path):
+    """An engine started with another --model-path (by hand, or another bundle on the same volume) dies: whenever it
+    started, its records are not this bundle's; nothing is captured and no deploy is named."""
+    sentinel, bundle, logs = deployed
+    _run_dying_engine(monkeypatch, logs, tmp_path / "admin", DIED_LOADING, 2,
+                      [*_argv(bundle), "--model-path", "/SOME/OTHER/MODEL"])
+    record = engine_run.read(logs / engine_run.EXIT_FILE)
+    assert record is not None and record.argv_sha256 != engine_run.bundle_argv_sha256(bundle)
     sentinel.step()
     assert sentinel.state.captures is None and not sentinel.state.reason.startswith("engine exited")
+    assert sentinel.state.snapshot()["refused_start"] is None
     assert sentinel.deploy_of().deploy is None  # nor its start record for this deploy's engine
+
+
+def _shift(logs: Path, hours: float) -> engine_run.EngineRun:
+    """Both records of the last start moved `hours` into the past (as written long before the sentinel started)."""
+    import datetime as dt
+    moved = None
+    for name in (engine_run.START_FILE, engine_run.EXIT_FILE):
+        record = engine_run.read(logs / name)
+        started = dt.datetime.fromisoformat(record.started) - dt.timedelta(hours=hours)
+        moved = record.model_copy(update={"started": started.isoformat(timespec="milliseconds")})
+        engine_run.write(logs / name, moved)
+    return moved
+
+
+def test_a_sentinel_started_long_after_the_dead_start_still_captures_it(monkeypatch, tmp_path):
+    """A slow import on a small host, or a sentinel restarted by hand: no clock decides whose start it is, the argv
+    hash does, so the start that died an hour before the sentinel started is still captured as this bundle's."""
+    bundle = render.render(profiles.load("all-three"), render.RenderOptions(target="sim"), tmp_path / "bundle")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    _run_dying_engine(monkeypatch, logs, tmp_path / "admin", DIED_LOADING, 2, _argv(bundle))
+    record = _shift(logs, hours=1)
+    sentinel = Sentinel(SentinelConfig("http://127.0.0.1:9", bundle, str(logs / "engine.log"), tmp_path, period_s=0.5,
+                                       captures_dir=str(tmp_path / "captures")))
+    sentinel.step()
+    assert sentinel.state.state == CLOSED and sentinel.state.reason.startswith("engine exited (code 2)")
+    captured = capture.read(sentinel.state.captures["last"])
+    assert captured.manifest.of == capture.DeployOf(bundle=engine_run.bundle_id_of(bundle), deploy=record.container,
+                                                    started=record.started)
+
+
+def test_an_exit_record_of_an_earlier_start_than_the_recorded_one_is_not_taken(deployed, monkeypatch, tmp_path):
+    sentinel, bundle, logs = deployed
+    _run_dying_engine(monkeypatch, logs, tmp_path / "admin", DIED_LOADING, 2, _argv(bundle))
+    ended = engine_run.read(logs / engine_run.EXIT_FILE)
+    engine_run.write(logs / engine_run.START_FILE, ended.model_copy(update={
+        "container": "fedcba987654", "started": engine_run.now(), "exit_code": None, "phases": []}))
+    sentinel.step()  # the engine recorded now is still starting: the exit record left beside it is an earlier one's
+    assert sentinel.state.captures is None and not sentinel.state.reason.startswith("engine exited")
+    assert sentinel.deploy_of().deploy == "fedcba987654"
+
+
+def test_an_earlier_start_of_this_bundle_is_captured_under_its_own_container(deployed, monkeypatch, tmp_path):
+    """The engine-logs volume outlives a stack: an earlier start of the same bundle read before this deploy's engine
+    has started is that start's capture, named by its own container, so `invoke capture` calls it another deploy's."""
+    sentinel, bundle, logs = deployed
+    _run_dying_engine(monkeypatch, logs, tmp_path / "admin", DIED_LOADING, 2, _argv(bundle))
+    sentinel.step()
+    captured = capture.read(sentinel.state.captures["last"])
+    ours = capture.DeployOf(bundle=engine_run.bundle_id_of(bundle), deploy="fedcba987654")  # this deploy's engine
+    assert "of ANOTHER deploy" in field_capture.describe(captured, ours)
+
+
+# -- the published refused start is this engine's, or none -----------------------------------------------------------
+
+def test_the_refused_start_is_cleared_when_the_engine_starts_again(deployed, monkeypatch, tmp_path):
+    sentinel, bundle, logs = deployed
+    _run_dying_engine(monkeypatch, logs, tmp_path / "admin", DIED_LOADING, 2, _argv(bundle))
+    sentinel.step()
+    assert sentinel.state.snapshot()["refused_start"] is not None
+    # restarted by hand (docs/runbook.md): the entrypoint removes the exit record, then writes its start record
+    (logs / engine_run.EXIT_FILE).unlink()
+    engine_run.write(logs / engine_run.START_FILE, engine_run.EngineRun(
+        container="newcontainer1", started=engine_run.now(), argv_sha256=engine_run.bundle_argv_sha256(bundle)))
+    sentinel.step()
+    assert sentinel.state.snapshot()["refused_start"] is None
+    assert not sentinel.state.reason.startswith("engine exited")
+
+
+def test_the_refused_start_is_cleared_when_a_verification_passes(deployed, monkeypatch, tmp_path):
+    sentinel, bundle, logs = deployed
+    _run_dying_engine(monkeypatch, logs, tmp_path / "admin", DIED_LOADING, 2, _argv(bundle))
+    sentinel.step()
+    assert sentinel.state.snapshot()["refused_start"] is not None
+    (logs / engine_run.EXIT_FILE).unlink()  # restarted; its start record written with an argv not read as this one's
+    engine_run.write(logs / engine_run.START_FILE, engine_run.EngineRun(
+        container="newcontainer1", started=engine_run.now(), argv_sha256="0" * 64))
+    monkeypatch.setattr(type(sentinel.client), "status", lambda *a, **k: 200)
+    monkeypatch.setattr("sparkgate.sentinel.service.verify", lambda *a, **k: Verdict(
+        profile="all-three", engine_url="x", time=engine_run.now(), checks=[checked("engine.health", True, 200, 200, "t", "")]))
+    passed = SuiteResult("x", True, 0, 0.0)
+    monkeypatch.setattr("sparkgate.sentinel.service.suites.run_suite", lambda *a, **k: passed)
+    monkeypatch.setattr(sentinel, "_server_info", lambda: {"startup_time": 1.0})
+    sentinel.step()
+    snap = sentinel.state.snapshot()
+    assert snap["state"] == "open" and snap["refused_start"] is None
+
+
+@pytest.mark.parametrize(("refused", "container", "started_at", "this"), [
+    ({"container": "0123456789ab", "started": "2026-12-05T08:00:01.000+00:00"}, "0123456789abcdef",
+     "2026-12-05T08:00:00.123456789Z", True),
+    ({"container": "0123456789ab", "started": "2026-12-05T08:00:00.123+00:00"}, "0123456789abcdef",
+     "2026-12-05T08:00:00.123456789Z", True),  # the record's time is cut to the millisecond
+    ({"container": "0123456789ab", "started": "2026-12-05T07:00:00.000+00:00"}, "0123456789abcdef",
+     "2026-12-05T08:00:00.123456789Z", False),  # an earlier start of the same container
+    ({"container": "0123456789ab", "started": "2026-12-05T08:00:01.000+00:00"}, "0123456789abcdef", None, True),
+    ({"container": "fedcba987654", "started": "2026-12-05T08:00:01.000+00:00"}, "0123456789abcdef",
+     "2026-12-05T08:00:00Z", False),  # another container's
+    ({"container": "0123456789ab", "started": "not a time"}, "0123456789abcdef", None, False),
+    ({"container": ["0123456789ab"], "started": "2026-12-05T08:00:01.000+00:00"}, "0123456789abcdef", None, False),
+    ({"started": "2026-12-05T08:00:01.000+00:00"}, "0123456789abcdef", None, False),
+    ("refused", "0123456789abcdef", None, False),
+    (None, "0123456789abcdef", None, False),
+    ({"container": "0123456789ab", "started": "2026-12-05T08:00:01.000+00:00"}, None, None, False),
+])
+def test_invoke_deploy_names_only_this_starts_refusal(refused, container, started_at, this):
+    assert deploy.is_this_start(refused, container, started_at) is this
 
 
 # -- invoke capture: whose deploy ------------------------------------------------------------------------------------
 
 def test_invoke_capture_says_when_a_file_is_another_deploys(deployed, monkeypatch, tmp_path):
     sentinel, bundle, logs = deployed
-    _run_dying_engine(monkeypatch, logs, tmp_path / "admin", DIED_LOADING, 2)
+    _run_dying_engine(monkeypatch, logs, tmp_path / "admin", DIED_LOADING, 2, _argv(bundle))
     sentinel.step()
     captured = capture.read(sentinel.state.captures["last"])
     of = captured.manifest.of
@@ -217,8 +378,8 @@ def test_the_bundle_id_is_the_same_on_the_host_and_in_the_stack(tmp_path):
 
 
 def test_a_start_capture_whose_manifest_and_context_disagree_is_refused(deployed, monkeypatch, tmp_path):
-    sentinel, _, logs = deployed
-    _run_dying_engine(monkeypatch, logs, tmp_path / "admin", DIED_LOADING, 2)
+    sentinel, bundle, logs = deployed
+    _run_dying_engine(monkeypatch, logs, tmp_path / "admin", DIED_LOADING, 2, _argv(bundle))
     sentinel.step()
     captured = capture.read(sentinel.state.captures["last"])
     lying = captured.model_copy(update={"context": captured.context.model_copy(update={"start": None})})
