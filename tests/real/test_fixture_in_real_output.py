@@ -38,6 +38,7 @@ EMITTED_LOG_PARTS = {
     "decode_tail": {"dense", "nextn"},
     "token_usage_part": {"dense", "nextn"},
     "decode_accept": {"nextn"},
+    "decode_token_part": {"dense", "nextn"},
 }
 NOT_ON_CPU_LOG_FORMATS = {
     "attention_backend_default": "printed only when --attention-backend is not given; the CPU launches must give it",
@@ -56,6 +57,7 @@ NOT_ON_CPU_LOG_FORMATS = {
     "spec_max_running_requests_reset": "printed only when speculation runs without --max-running-requests",
     "kv_cache_allocated": "the MLA pool's line (one KV size); the CPU launches' MHA pool prints K and V sizes",
     "mamba_cache_allocated": "hybrid linear-attention models only (Ling-3.0-flash's KDA state pool)",
+    "decode_full_token_part": "hybrid linear-attention models only (their decode line counts '#full token')",
 }
 EMITTED_METRICS = {key: {"dense", "nextn"} for key in (
     "cuda_graph_passes", "generation_tokens", "prompt_tokens", "num_requests", "num_running_reqs", "num_queue_reqs",
