@@ -36,6 +36,7 @@ from sparkgate.errors import Refusal
 from sparkgate.evidence.recording import Recording
 from sparkgate.runtime.admin_key import REDACTED, redact, redact_text
 from sparkgate.runtime.engine_run import EngineRun
+from sparkgate.sglang import flags as F
 
 CAPTURE_VERSION = 1
 KIND = "sparkgate-capture"
@@ -51,9 +52,8 @@ LOG_KEEP_BYTES = 4 * 1024 * 1024
 LOG_CUT = "\n[sparkgate capture: {0} bytes of the engine log left out here]\n"
 
 
-# Flags whose next argv element is a secret (SGLang's --api-key, --admin-api-key, --ssl-keyfile-password), and
-# environment names that hold one (HF_TOKEN, *_API_KEY, *_SECRET, *_PASSWORD): their values never enter a capture.
-_SECRET_FLAGS = ("--api-key", "--admin-api-key", "--ssl-keyfile-password")
+# Flags whose next argv element is a secret (flags.SECRET_FLAGS), and environment names that hold one (HF_TOKEN,
+# *_API_KEY, *_SECRET, *_PASSWORD): their values never enter a capture.
 # Whole name segments: HF_TOKEN, OPENAI_KEY, DB_PASSWORD; not SGLANG_MAX_NEW_TOKENS_LIMIT.
 _SECRET_ENV = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|API_?KEY|KEY|ACCESS_KEY(_ID)?)$",
                          re.IGNORECASE)
@@ -68,7 +68,7 @@ def _value(text: str, keys: tuple[str, ...]) -> str:
 def scrub_argv(argv: Iterable[str], keys: tuple[str, ...]) -> list[str]:
     out: list[str] = []
     for item in argv:
-        out.append(REDACTED if out and out[-1] in _SECRET_FLAGS else _value(str(item), keys))
+        out.append(REDACTED if out and out[-1] in F.SECRET_FLAGS else _value(str(item), keys))
     return out
 
 

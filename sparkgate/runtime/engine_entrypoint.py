@@ -41,7 +41,7 @@ EXIT_REFUSED = 78  # EX_CONFIG
 # Flags the entrypoint owns or that would put a secret on the argv (and in /proc/<pid>/cmdline). An
 # --admin-api-key on the argv would also beat the config file's key (SGLang: CLI > config), and SGLang
 # refuses a second --config.
-RESERVED_FLAGS = ("--admin-api-key", "--api-key", "--ssl-keyfile-password", "--config")
+RESERVED_FLAGS = (*F.SECRET_FLAGS, F.CONFIG)
 
 
 def conflicting_lm_head(argv: Sequence[str], environ: Mapping[str, str]) -> str | None:

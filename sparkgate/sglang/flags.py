@@ -14,6 +14,11 @@ SERVED_MODEL_NAME = "--served-model-name"
 HOST = "--host"
 PORT = "--port"
 API_KEY = "--api-key"
+ADMIN_API_KEY = "--admin-api-key"
+SSL_KEYFILE_PASSWORD = "--ssl-keyfile-password"
+CONFIG = "--config"
+# Flags whose value is a secret: never on a rendered argv, never in a capture (evidence/capture.py).
+SECRET_FLAGS = (API_KEY, ADMIN_API_KEY, SSL_KEYFILE_PASSWORD)
 MOE_RUNNER_BACKEND = "--moe-runner-backend"
 QUANTIZATION = "--quantization"
 ENABLE_FP32_LM_HEAD = "--enable-fp32-lm-head"
@@ -176,9 +181,9 @@ EXTRA_ARGS_ALLOWED: dict[str, str] = {
 EXTRA_ARGS_REFUSAL_REASONS: dict[str, str] = {
     API_KEY: "carries a secret, which would be written into argv.json and compose.yaml; "
     "give the key file at deploy time (`invoke deploy --api-key-file FILE`) and the gateway enforces it",
-    "--admin-api-key": "carries a secret; sparkgate generates the engine's admin key at start and only the "
+    ADMIN_API_KEY: "carries a secret; sparkgate generates the engine's admin key at start and only the "
     "sentinel holds it",
-    "--ssl-keyfile-password": "carries a secret",
+    SSL_KEYFILE_PASSWORD: "carries a secret",
     "--load-format": "changes what is loaded (e.g. `dummy` skips the weights) while every check could still pass",
     "--json-model-override-args": "rewrites the model config the checkpoint ships",
     "--cuda-graph-config": "a JSON config that overrides the modelled batch-1 CUDA-graph settings",
@@ -191,7 +196,7 @@ EXTRA_ARGS_REFUSAL_REASONS: dict[str, str] = {
     "--kv-cache-dtype": "changes the KV-cache precision the published figures were measured with",
     "--skip-server-warmup": "skips the warmup forward in which Humming proves it ran",
     "--log-level": "can hide the startup log lines the gate reads as evidence",
-    "--config": "loads more flags from a file no rule sees",
+    CONFIG: "loads more flags from a file no rule sees",
 }
 
 
