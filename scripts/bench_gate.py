@@ -143,7 +143,7 @@ def answers_only(fault_sets: list[str], time_scale: float, runs: int) -> int:
           f"time scale {time_scale}, {runs} fresh engine(s) per row)")
     with tempfile.TemporaryDirectory() as scratch:
         for faults in fault_sets:
-            elapsed, passed, thinking = [], True, {}
+            elapsed, passed, thinking, tokens = [], True, {}, 0
             for run in range(runs):
                 argv, env = profile_launch("all-three")
                 sim = Sim(argv, {**env, "SPARKGATE_SIM_FAULTS": faults}, Path(scratch) / f"sim-{len(faults)}-{run}",
@@ -155,10 +155,11 @@ def answers_only(fault_sets: list[str], time_scale: float, runs: int) -> int:
                     sim.stop()
                 elapsed.append(round(result.elapsed_s, 2))
                 passed = passed and all(c.passed for c in answers.checks(result, want))
-                thinking = result.thinking()
+                thinking, tokens = result.thinking(), result.completion_tokens()
             print(f"  faults {faults or '(none)':<22} median {statistics.median(elapsed):7.2f} s {elapsed}  "
                   f"{'admitted' if passed else 'REFUSED'}; replies that thought {thinking['thought']}/{thinking['of']}, "
-                  f"asked again {thinking['retried']} ({thinking['retry_completion_tokens']} tokens in the retries), "
+                  f"asked again {thinking['retried']} ({thinking['retry_completion_tokens']} tokens in the retries, "
+                  f"{tokens} in all), "
                   f"cut after the retry {thinking['cut_after_retry']}")
     return 0
 

@@ -19,10 +19,12 @@ Asked through the chat route a client uses (`POST /v1/chat/completions`), temper
 
 A reply that thinks anyway (a chat template that ignores `enable_thinking`, a model build that always reasons) is
 read, not cut: only its final answer after the reasoning block (judge.reasoning: the first `</think>`, as SGLang's
-reasoning parser splits) is judged, by the same contract. One that opened a block and was cut at `max_tokens`
-before its answer is asked once more with THINKING_RETRY_TOKENS more (once per question; its time and tokens count
-in the stage's, `answers.thinking` in the verdict). Still cut, it is wrong, and the check says "thinking not
-disabled".
+reasoning parser splits) is judged, by the same contract. One whose block never closed before `max_tokens` cut it is
+asked once more with THINKING_RETRY_TOKENS more (once per question; its time and tokens count in the stage's,
+`answers.thinking` in the verdict). Still cut inside its reasoning, it is wrong, and the check says "thinking not
+disabled". The counting question is never asked again: a retry is warm, and the cold reply is the one
+`answers.cold_prefill` judges, so it (and its warm twin, the same request) is asked with THINKING_RETRY_TOKENS more
+from the start.
 
 After admission the sentinel asks one question at a time, rotating through the set, on the same idle rule
 as the MTP acceptance probe: `sentinel.answer_probe` (see `start_rechecks` / `rechecks`).
@@ -141,20 +143,27 @@ class Reply:
     text: str | None = None
     extracted: str | None = None
     correct: bool = False
-    completion_tokens: int | None = None
+    completion_tokens: int | None = None  # the judged (last) request's
+    first_try_completion_tokens: int | None = None  # the first try's, when it was asked again (retried)
     prompt_tokens: int | None = None  # the engine's count: how many KV pages the question reached
     finish_reason: str | None = None
     elapsed_s: float | None = None  # engine time
     error: str | None = None
     timed_out: bool = False
     tokens: list[list] | None = None  # [token, logprob, runner-up logprob] each (read_logprobs)
-    thought: bool = False  # a reply (the first try or the retry) opened a reasoning block (judge.reasoning)
-    retried: bool = False  # cut while thinking, asked once more with THINKING_RETRY_TOKENS more
+    thought: bool = False  # the judged (last) reply opened a reasoning block (judge.reasoning)
+    retried: bool = False  # cut inside its reasoning, asked once more with THINKING_RETRY_TOKENS more
 
     @property
     def thinking_cut(self) -> bool:
-        """Thinking not disabled: the reply thought and was still cut at max_tokens (after its one retry)."""
-        return self.thought and self.cut
+        """Thinking not disabled: the judged reply was cut at max_tokens inside a reasoning block that never closed
+        (after its one retry, or with the retry's room from the start)."""
+        return self.cut and self.text is not None and judge_mod.reasoning(self.text).answer is None
+
+    @property
+    def spent_tokens(self) -> int:
+        """Every token the engine decoded for this question: the first try's and the retry's."""
+        return (self.completion_tokens or 0) + (self.first_try_completion_tokens or 0)
 
     @property
     def cut(self) -> bool:
@@ -173,6 +182,8 @@ class Reply:
         if self.cut:
             shown["finish_reason"] = "length (cut at max_tokens" + (
                 f", also after one retry with {THINKING_RETRY_TOKENS} more tokens)" if self.retried else ")")
+        if self.retried:
+            shown["first_try_completion_tokens"] = self.first_try_completion_tokens
         return shown
 
 
@@ -201,11 +212,19 @@ class AnswersResult:
                 "read_as": {r.id: r.extracted for r in self.every_reply()},
                 "texts": {r.id: r.text for r in self.every_reply() if r.correct},
                 "logprobs": {r.id: r.tokens for r in self.every_reply() if r.correct and r.tokens is not None},
-                "thinking": self.thinking()}
+                "completion_tokens": self.completion_tokens(), "thinking": self.thinking()}
+
+    def _asked(self) -> list[Reply]:
+        return [r for r in (*self.every_reply(), self.warm) if r is not None]
+
+    def completion_tokens(self) -> int:
+        """The stage's decode cost: every request's tokens, first tries and retries."""
+        return sum(r.spent_tokens for r in self._asked())
 
     def thinking(self) -> dict:
-        """How many replies thought, how many of those were asked again, and what the retries cost."""
-        every = [r for r in (*self.every_reply(), self.warm) if r is not None]
+        """How many replies thought, how many were asked again, what the retries cost, and how many were still cut
+        inside their reasoning."""
+        every = self._asked()
         retried = [r for r in every if r.retried]
         return {"thought": sum(r.thought for r in every), "retried": len(retried),
                 "cut_after_retry": sum(r.thinking_cut for r in every),
@@ -217,20 +236,25 @@ def _clip(text: str) -> str:
 
 
 def ask(client: EngineClient, model: str, answers: AnswerSet, question: Question, scale: float,
-        timeout_s: float | None = None) -> Reply:
+        timeout_s: float | None = None, room_first: bool = False) -> Reply:
     """One question through the chat route; the reply judged against the set's answer. `timeout_s` is wall
-    time (default: REQUEST_TIMEOUT_S of engine time), per request. A reply that thought (judge.reasoning) and was
-    cut at max_tokens is asked once more with THINKING_RETRY_TOKENS more room (module doc); its time counts."""
+    time (default: REQUEST_TIMEOUT_S of engine time), per request. A reply cut at max_tokens inside a reasoning
+    block that never closed (judge.reasoning: no answer) is asked once more with THINKING_RETRY_TOKENS more room
+    (module doc); its time counts. `room_first`: that room from the first request, never a retry (the cold
+    question, whose first request is the one judged)."""
     reply = Reply(id=question.id, question=question.prompt, expected=question.answer)
-    body = {"model": model, "messages": answers.messages(question),
-            "temperature": 0, "max_tokens": question.max_tokens, "stream": False, **RAW_ANSWER, **WITH_LOGPROBS}
+    room = question.max_tokens + THINKING_RETRY_TOKENS
+    body = {"model": model, "messages": answers.messages(question), "temperature": 0,
+            "max_tokens": room if room_first else question.max_tokens, "stream": False, **RAW_ANSWER, **WITH_LOGPROBS}
     timeout = timeout_s or max(5.0, REQUEST_TIMEOUT_S * scale)
     started = client.clock()
     try:
         _ask_once(client, body, reply, timeout)
-        if reply.error is None and reply.cut and reply.thought:
+        if reply.error is None and reply.thinking_cut and not room_first:
+            first_try = reply.completion_tokens
             reply.retried = True
-            _ask_once(client, {**body, "max_tokens": question.max_tokens + THINKING_RETRY_TOKENS}, reply, timeout)
+            _ask_once(client, {**body, "max_tokens": room}, reply, timeout)
+            reply.first_try_completion_tokens = first_try
     finally:
         reply.elapsed_s = round((client.clock() - started) / scale, 3)
     if reply.error is None and reply.text is not None:
@@ -243,6 +267,8 @@ def ask(client: EngineClient, model: str, answers: AnswerSet, question: Question
 def _ask_once(client: EngineClient, body: dict, reply: Reply, timeout: float) -> None:
     """One request; its reply's fields set afresh (a retry replaces the first try's)."""
     reply.text = reply.finish_reason = reply.error = reply.tokens = None
+    reply.completion_tokens = reply.prompt_tokens = None
+    reply.thought = reply.timed_out = False
     try:
         response = client.post_json(CHAT_ROUTE, body, timeout=timeout)
     except EngineUnreachable as exc:
@@ -259,7 +285,7 @@ def _ask_once(client: EngineClient, body: dict, reply: Reply, timeout: float) ->
         reply.error = f"choices[0].message.content is {type(content).__name__}, not text"
         return
     reply.text = content
-    reply.thought = reply.thought or judge_mod.reasoning(content).thought
+    reply.thought = judge_mod.reasoning(content).thought
     reply.finish_reason = choice.get("finish_reason") if isinstance(choice, dict) else None
     usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
     tokens, prompt_tokens = usage.get("completion_tokens"), usage.get("prompt_tokens")
@@ -276,7 +302,8 @@ def run(client: EngineClient, expectations: dict, scale: float) -> AnswersResult
     answers = answer_set_mod.load()
     model = expectations["engine"]["served_model_name"]
     started = client.clock()
-    result = AnswersResult(set_version=answers.set_version, cold=ask(client, model, answers, answers.repeat, scale))
+    result = AnswersResult(set_version=answers.set_version,
+                           cold=ask(client, model, answers, answers.repeat, scale, room_first=True))
     wanted = (expectations.get("answers") or {}).get("set_version")
     if wanted != answers.set_version:
         result.version_problem = (f"the bundle expects answer set {wanted}, this sparkgate ships set "
@@ -288,7 +315,7 @@ def run(client: EngineClient, expectations: dict, scale: float) -> AnswersResult
                                         error="not asked: an earlier question got no answer in time"))
             continue
         result.replies.append(ask(client, model, answers, question, scale))
-    result.warm = ask(client, model, answers, answers.repeat, scale)
+    result.warm = ask(client, model, answers, answers.repeat, scale, room_first=True)
     result.elapsed_s = (client.clock() - started) / scale
     return result
 
@@ -320,10 +347,10 @@ def checks(answers: AnswersResult | None, expectations: dict) -> list[CheckResul
 
 
 def thinking_hint(cut: list[Reply]) -> str:
-    """The one-line hint when replies thought and ran out of tokens even after their retry."""
-    return (f"thinking not disabled: {len(cut)} repl{'y' if len(cut) == 1 else 'ies'} opened a reasoning block and "
-            f"were still cut at max_tokens after one retry with {THINKING_RETRY_TOKENS} more tokens (threshold: "
-            "the final answer within the question's max_tokens plus the retry's); likely cause: the chat template "
+    """The one-line hint when replies were cut inside a reasoning block even with the retry's room."""
+    return (f"thinking not disabled: {len(cut)} repl{'y' if len(cut) == 1 else 'ies'} opened a reasoning block that "
+            f"never closed, cut at max_tokens even with {THINKING_RETRY_TOKENS} more tokens (threshold: the final "
+            "answer within the question's max_tokens plus the retry's); likely cause: the chat template "
             f"ignores chat_template_kwargs.{C.string_('chat_enable_thinking')}=false (a template or model build "
             "that always reasons). Fix: serve the model's own chat template (one that honours enable_thinking, "
             "--chat-template), or a build that does not think when asked not to")

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkgate.evidence import answer_set, answers
-from sparkgate.evidence.client import EngineClient
+from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.recheck import RecheckContext
 
 SET = answer_set.load()
@@ -610,12 +610,12 @@ class ThinkingEngine(ScriptedEngine):
     """Thinks `words` words in a `<think>` block before each answer (`wrong`: a wrong one), one token per word, cut
     at the request's max_tokens as an engine cuts: finish_reason "length"."""
 
-    def __init__(self, words: int, wrong: bool = False):
+    def __init__(self, words: int, wrong: bool = False, cold_wrong: bool = False):
         super().__init__()
-        self.words, self.wrong = words, wrong
+        self.words, self.wrong, self.cold_wrong = words, wrong, cold_wrong  # cold_wrong: only the first request
 
     def tokens_for(self, body: dict) -> tuple[list[str], bool]:
-        answer = "7777" if self.wrong else question_of(body).answer
+        answer = "7777" if self.wrong or (self.cold_wrong and not self.requests) else question_of(body).answer
         tokens = ["<think>", *["hmm"] * self.words, "</think>", *answer.split()]
         return tokens[: body["max_tokens"]], len(tokens) > body["max_tokens"]
 
@@ -638,7 +638,9 @@ def test_a_reply_that_thinks_past_max_tokens_is_asked_once_more_and_admitted(eng
                         "retry_completion_tokens": sum(len(q.answer.split()) + 50 for q in cut)}
     budgets = [r["max_tokens"] for r in engine.requests]
     assert len(budgets) == len(asked) + len(cut)  # each cut question once more, never twice
-    retries = [b for b in budgets if b > max(q.max_tokens for q in asked)]
+    room = SET.repeat.max_tokens + answers.THINKING_RETRY_TOKENS
+    assert budgets[0] == budgets[-1] == room  # the counting question: the retry's room from the start
+    retries = [b for b in budgets[1:-1] if b > max(q.max_tokens for q in SET.questions)]
     assert sorted(retries) == sorted(q.max_tokens + answers.THINKING_RETRY_TOKENS for q in cut)
 
 
@@ -671,7 +673,8 @@ def test_thinking_that_never_ends_is_refused_as_thinking_not_disabled(engine_at)
     assert "after one retry" in shown["finish_reason"]
     assert shown["received"].startswith("(no answer")
     thinking = result.as_dict()["thinking"]
-    assert thinking["retried"] == thinking["cut_after_retry"] == thinking["of"]
+    assert thinking["cut_after_retry"] == thinking["of"]
+    assert thinking["retried"] == thinking["of"] - 2  # the counting question had the room from the start
 
 
 def test_the_probe_after_admission_reads_a_thinking_reply_and_names_thinking_that_never_ends(engine_at):
@@ -685,3 +688,87 @@ def test_the_probe_after_admission_reads_a_thinking_reply_and_names_thinking_tha
     ctx.state["last_probe_at"] = 0.0
     [probe] = answers.rechecks(ctx)
     assert not probe.passed and probe.hint.startswith("thinking not disabled")
+
+
+def test_a_cold_garble_is_judged_although_the_reply_thinks_past_the_counting_questions_max_tokens(engine_at):
+    """The cold reply is the one judged: a thinking reply longer than the counting question's max_tokens gets the
+    retry's room from its first request, since a retry is warm and would hide a garbled cold prefill."""
+    assert 200 + 2 + len(SET.repeat.answer.split()) > SET.repeat.max_tokens
+    engine = ThinkingEngine(words=200, cold_wrong=True)
+    result, checks = judged(engine, engine_at)
+    failing = {name for name, c in checks.items() if not c.passed}
+    assert failing == {"answers.cold_prefill", "answers.greedy_repeatable"}, failing
+    assert checks["answers.cold_prefill"].hint != answers.thinking_hint([result.cold])
+    assert not result.cold.retried and result.cold.thought and result.cold.extracted == "7777"
+
+    engine = ThinkingEngine(words=200)
+    result, checks = judged(engine, engine_at)
+    assert all(c.passed for c in checks.values()), [c.hint for c in checks.values() if not c.passed]
+    room = SET.repeat.max_tokens + answers.THINKING_RETRY_TOKENS
+    repeat = [r["max_tokens"] for r in engine.requests if question_of(r).id == SET.repeat.id]
+    assert repeat == [room, room] and not result.cold.retried and not result.warm.retried
+
+
+class FakeClient:
+    """A client answering `replies` in order: (content, finish_reason, completion_tokens), or an exception."""
+
+    def __init__(self, replies):
+        self.replies, self.max_tokens, self.now = list(replies), [], 0.0
+
+    def clock(self) -> float:
+        self.now += 1.0
+        return self.now
+
+    def post_json(self, path: str, body: dict, timeout: float) -> dict:
+        self.max_tokens.append(body["max_tokens"])
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        text, finish, tokens = reply
+        return {"choices": [{"message": {"content": text}, "finish_reason": finish}],
+                "usage": {"completion_tokens": tokens, "prompt_tokens": 10}}
+
+
+def asked_alone(replies, question=SET.questions[0]):
+    client = FakeClient(replies)
+    reply = answers.ask(client, MODEL, SET, question, 1.0)
+    result = answers.AnswersResult(set_version=SET.set_version, cold=reply, replies=[reply])
+    return client, reply, result, {c.name: c for c in answers.checks(result, expectations())}
+
+
+def test_a_cut_reply_whose_reasoning_closed_is_not_asked_again_nor_called_thinking_not_disabled():
+    """A block that closed and then an answer repeated up to max_tokens is decode garbage, not thinking."""
+    question = SET.questions[0]
+    garbled = "<think>\n\n</think>\n\n" + f"{question.answer} " * 40
+    client, reply, result, checks = asked_alone([(garbled, "length", question.max_tokens)])
+    assert client.max_tokens == [question.max_tokens] and not reply.retried
+    assert reply.thought and not reply.thinking_cut and result.thinking()["cut_after_retry"] == 0
+    assert checks["answers.correct"].hint == answers.LIKELY_GARBLE
+    assert not checks["answers.cold_prefill"].hint.startswith("thinking not disabled")
+
+
+def test_thinking_not_disabled_is_decided_from_the_final_reply_not_the_first_try():
+    """The first try was cut inside its reasoning; the retry did not think and ran to max_tokens: garbage, not
+    thinking not disabled."""
+    room = SET.questions[0].max_tokens + answers.THINKING_RETRY_TOKENS
+    client, reply, result, checks = asked_alone([("<think> hmm hmm", "length", 32), ("zzz " * 100, "length", room)])
+    assert client.max_tokens == [SET.questions[0].max_tokens, room] and reply.retried
+    assert not reply.thought and not reply.thinking_cut and result.thinking()["thought"] == 0
+    assert checks["answers.correct"].hint == answers.LIKELY_GARBLE
+    assert "after one retry" in checks["answers.correct"].observed["wrong"][0]["finish_reason"]
+
+
+def test_a_retry_keeps_the_first_tries_tokens_apart_and_the_stage_counts_both():
+    question = SET.questions[0]
+    _, reply, result, checks = asked_alone([("<think>" + " w" * 40, "length", 32),
+                                            (f"<think>x</think>{question.answer}", "stop", 100)])
+    assert checks["answers.correct"].passed
+    assert (reply.first_try_completion_tokens, reply.completion_tokens, reply.spent_tokens) == (32, 100, 132)
+    # asked_alone's result holds the reply twice (as the cold one and as the only other)
+    assert result.thinking()["retry_completion_tokens"] == 2 * 100
+    assert result.completion_tokens() == result.as_dict()["completion_tokens"] == 2 * 132
+
+    _, reply, result, checks = asked_alone([("<think>" + " w" * 40, "length", 32), EngineUnreachable("boom")])
+    assert reply.error == "boom" and reply.completion_tokens is None and reply.first_try_completion_tokens == 32
+    assert result.thinking()["retry_completion_tokens"] == 0 and reply.spent_tokens == 32
+    assert not checks["answers.cold_prefill"].passed and "boom" in checks["answers.correct"].hint

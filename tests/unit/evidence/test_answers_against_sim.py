@@ -64,3 +64,19 @@ def test_a_thinking_engine_is_read_not_cut_and_a_thinking_but_wrong_one_is_refus
     assert not checks["answers.correct"].passed
     assert checks["answers.correct"].hint.startswith("thinking not disabled")
     assert result.as_dict()["thinking"]["cut_after_retry"] == result.as_dict()["thinking"]["of"]
+
+
+def test_a_cold_garble_is_refused_although_the_model_thinks_past_the_counting_questions_max_tokens(start_profile):
+    """thinks-anyway:200 reasons past the counting question's 160 tokens. Its cold request is still the one judged
+    (asked with the retry's room from the start: a retry would be warm), so a garbled cold prefill is refused as
+    it is without thinking, and a healthy engine that thinks as long is admitted."""
+    _, plain = verify_answers(start_profile, "all-three", faults="cold-prefill-garble")
+    result, checks = verify_answers(start_profile, "all-three", faults="thinks-anyway:200,cold-prefill-garble")
+    failing = {name for name, c in checks.items() if not c.passed}
+    assert failing == {name for name, c in plain.items() if not c.passed}
+    assert failing == {"answers.cold_prefill", "answers.greedy_repeatable"}, failing
+    assert not result.cold.retried and result.cold.thought and result.cold.finish_reason == "stop"
+
+    result, checks = verify_answers(start_profile, "all-three", faults="thinks-anyway:200")
+    assert all(c.passed for c in checks.values()), [c.observed for c in checks.values() if not c.passed]
+    assert not result.cold.retried and result.cold.thought and result.cold.text == result.warm.text
