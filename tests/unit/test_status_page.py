@@ -37,7 +37,7 @@ VOID = {"meta", "br", "hr", "img", "input", "link", "area", "base", "col", "embe
 ALLOWED = {
     "html": {"lang"}, "head": set(), "meta": {"charset", "http-equiv", "content", "name"}, "title": set(),
     "style": set(), "body": set(), "header": set(), "h1": set(), "h2": set(), "span": {"id"},
-    "div": {"id", "class"}, "p": {"id", "class"}, "dl": {"class", "id"}, "dt": set(), "dd": {"id"},
+    "div": {"id", "class"}, "p": {"id", "class"}, "dl": {"class", "id"}, "dt": set(), "dd": {"id", "class"},
     "section": {"id"}, "table": {"id"}, "thead": set(), "tbody": set(), "tr": {"class"}, "th": set(),
     "td": {"class", "colspan"}, "code": set(), "strong": set(), "footer": set(), "figure": {"class", "id"},
     "figcaption": set(),
