@@ -232,7 +232,8 @@ def _wait_and_prove(options, project, loaded, url, started, timings, say) -> Dep
             last_phase = phase
         if engine_state is None or engine_state.get("Status") in ("exited", "dead"):
             code = (engine_state or {}).get("ExitCode")
-            return _refused_exited(options, project, url, timings, say, f"engine exited (code {code}) during startup",
+            return _refused_exited(options, project, url, timings, say, f"engine.health: engine exited (code {code}) "
+                                   "during startup (needs an engine that reaches ready)",
                                    verdict, code if isinstance(code, int) else None,
                                    this_start=(project.container("engine"), (engine_state or {}).get("StartedAt")))
         health = (engine_state.get("Health") or {}).get("Status")
@@ -344,7 +345,8 @@ def _refused_exited(options, project, url, timings, say, reason, verdict, exit_c
     reached = phases_reached(log.text)
     never = [phase for phase in PHASES if phase not in reached]
     cause = startup.likely_cause(log.text, reached, exit_code)
-    reason += f", never reaching {', '.join(never)} (likely cause: {cause.name})" if never else ""
+    reason += f", never reaching {', '.join(never)}" if never else ""
+    reason += f"; likely cause: {cause.name}: {cause.hint}"
     failing = [c.as_dict() for c in startup.judge_exited_engine(expectations, log)]
     if failing:
         reason += "; the engine log fails " + ", ".join(c["name"] for c in failing)

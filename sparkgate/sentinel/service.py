@@ -394,10 +394,9 @@ class Sentinel:
             engine_log = logs.from_file(self.config.log_file)
             verdict = startup.start_verdict(self.expectations, engine_log, self.config.engine_url, record)
             health = verdict.checks[0]
-            reason = self._redact(f"engine exited (code {record.exit_code}) during startup after "
-                                  f"{(health.observed['phases_reached'] or ['no phase'])[-1]}, never reaching "
-                                  f"{', '.join(health.observed['never_reached'])}; likely cause: "
-                                  f"{health.observed['likely_cause']}")
+            # One line: the check, what it saw, what it needs, the likely cause and its fix (health.hint).
+            reason = self._redact(f"{health.name} failed: observed exit code {record.exit_code}, needs "
+                                  f"{health.expected}: {health.hint}")
             with self.state.lock:
                 self.state.refused_start = self._redact({"container": record.container, "started": record.started,
                                                          "checks": [c.as_dict() for c in verdict.checks]})

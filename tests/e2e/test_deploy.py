@@ -130,7 +130,8 @@ def test_a_start_that_dies_during_load_leaves_its_own_capture(deploy_stack, tmp_
     from sparkgate.evidence import capture
 
     stack = deploy_stack("all-three", faults=("crash-at-load",))
-    assert not stack.result.admitted and stack.result.reason.startswith("engine exited (code 1) during startup")
+    assert not stack.result.admitted and stack.result.reason.startswith(
+        "engine.health: engine exited (code 1) during startup (needs an engine that reaches ready)")
     assert "never reaching load_weight_end" in stack.result.reason
     health = next(c for c in stack.result.startup_checks if c["name"] == "engine.health")
     assert health["observed"]["likely_cause"] == "out of unified memory during load"

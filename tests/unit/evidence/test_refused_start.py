@@ -189,7 +189,8 @@ def test_the_sentinel_captures_a_start_that_died_and_it_replays_to_the_refusal(d
     assert sentinel.state.captures is None
     _run_dying_engine(monkeypatch, logs, tmp_path / "admin", DIED_LOADING, 2, _argv(bundle))
     sentinel.step()
-    assert sentinel.state.state == CLOSED and sentinel.state.reason.startswith("engine exited (code 2)")
+    assert sentinel.state.state == CLOSED and sentinel.state.reason.startswith(
+        "engine.health failed: observed exit code 2, needs an engine that reaches ready: the engine exited (code 2)")
     assert "never reaching load_weight_end" in sentinel.state.reason
     published = sentinel.state.snapshot()["refused_start"]  # /sparkgate/verdict: what `invoke deploy` names
     assert published["checks"][0]["name"] == "engine.health" and not published["checks"][0]["passed"]
@@ -253,7 +254,8 @@ def test_a_sentinel_started_long_after_the_dead_start_still_captures_it(monkeypa
     sentinel = Sentinel(SentinelConfig("http://127.0.0.1:9", bundle, str(logs / "engine.log"), tmp_path, period_s=0.5,
                                        captures_dir=str(tmp_path / "captures")))
     sentinel.step()
-    assert sentinel.state.state == CLOSED and sentinel.state.reason.startswith("engine exited (code 2)")
+    assert sentinel.state.state == CLOSED and sentinel.state.reason.startswith(
+        "engine.health failed: observed exit code 2, needs an engine that reaches ready: the engine exited (code 2)")
     captured = capture.read(sentinel.state.captures["last"])
     assert captured.manifest.of == capture.DeployOf(bundle=engine_run.bundle_id_of(bundle), deploy=record.container,
                                                     started=record.started)
