@@ -71,7 +71,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
 
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     return engine_entrypoint.run(args.launcher, Path(args.log_file) if args.log_file else None, argv,
-                                 preflight_file=Path(args.preflight) if args.preflight else None)
+                                 preflight_file=Path(args.preflight) if args.preflight is not None else None)
 
 
 def cmd_healthcheck(args: argparse.Namespace) -> int:

@@ -113,7 +113,7 @@ class ModelShape:
     def from_file(cls, path: Path) -> ModelShape:
         try:
             return cls.from_config(json.loads(Path(path).read_text()))
-        except (OSError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
             raise RooflineError(f"{path}: cannot read a config.json ({exc})") from None
 
     # -- layer kinds

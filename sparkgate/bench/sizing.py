@@ -31,6 +31,10 @@ GIB = 1 << 30
 KDA_CONV_STREAMS = 3
 # The range of free memory CUDA reports on a DGX Spark before a model loads (128 GB unified, shared with the OS).
 SPARK_FREE_GIB = (102.0, 110.0)
+# What SGLang allocated beyond the model's bytes at full size (norms, convolution kernels, biases, block scales, and
+# for the draft more not yet explained), as a share of the model's figure: measured on SGLang 0.5.23 (the H200
+# records, tests/fixtures/gpu-full-size; tests/unit/bench/test_sizing.py holds them). The plan adds them.
+UNMODELLED_WEIGHTS = {"target": 0.0188, "draft": 0.111}
 
 NonNegative = Annotated[float, Field(ge=0)]
 
@@ -181,16 +185,22 @@ class MemoryPlan(Frozen):
     mem_fraction_static: float
     context_tokens: int
     mamba_slots: int
-    weights_gib: float  # target (+ draft)
+    weights_gib: float  # target (+ draft), with what SGLang allocates beyond the model (UNMODELLED_WEIGHTS)
     mamba_gib: float
+    spec_state_gib: float  # MTP's per-step intermediate SSM state, reserved with the Mamba pool
     kv_bytes_per_token: int  # target (+ draft)
     budget_gib: float  # free x fraction - weights
     kv_gib_for_context: float
     drafter_unmodelled: bool
 
     @property
+    def state_gib(self) -> float:
+        """What comes out of the pool budget before the KV cache: the Mamba pool and MTP's intermediate state."""
+        return self.mamba_gib + self.spec_state_gib
+
+    @property
     def needed_gib(self) -> float:
-        return self.mamba_gib + self.kv_gib_for_context
+        return self.state_gib + self.kv_gib_for_context
 
     @property
     def headroom_gib(self) -> float:
@@ -198,7 +208,7 @@ class MemoryPlan(Frozen):
 
     @property
     def tokens_that_fit(self) -> int:
-        return max(0, int((self.budget_gib - self.mamba_gib) * GIB // self.kv_bytes_per_token))
+        return max(0, int((self.budget_gib - self.state_gib) * GIB // self.kv_bytes_per_token))
 
     @property
     def min_free_gib(self) -> float:
@@ -207,7 +217,7 @@ class MemoryPlan(Frozen):
 
     def summary(self) -> str:
         verdict = (f"fits {self.context_tokens:,} tokens, {self.headroom_gib:.1f} GiB to spare" if self.headroom_gib >= 0
-                   else "does NOT start: the weights leave no pool" if self.budget_gib <= self.mamba_gib
+                   else "does NOT start: the weights leave no pool" if self.budget_gib <= self.state_gib
                    else f"context cut to {self.tokens_that_fit:,} of {self.context_tokens:,} tokens")
         return f"{self.free_gib:g} GiB free: pool budget {self.budget_gib:.1f} GiB, {verdict}"
 
@@ -218,14 +228,19 @@ def plan(profile, shape: roof.ModelShape, free_gib: float) -> MemoryPlan:
     opts = profile.optimizations
     fraction = args.mem_fraction_static or 0.9  # SGLang's own default on a large GPU
     nextn = opts.mtp.enabled
-    weights = target_weight_bytes(shape) + (draft_weight_bytes(shape) if nextn else 0.0)
+    weights = (target_weight_bytes(shape) * (1 + UNMODELLED_WEIGHTS["target"])
+               + (draft_weight_bytes(shape) * (1 + UNMODELLED_WEIGHTS["draft"]) if nextn else 0.0))
     per_token = kv_bytes_per_token(shape) + (kv_bytes_per_token(shape, draft=True) if nextn else 0)
     slots = args.max_mamba_cache_size or 0
     conv, ssm = mamba_slot_bytes(shape)
+    # kv_cache_configurator.py: with speculation (not DSpark's replay ring) and an explicit Mamba size, SGLang reserves
+    # one state per draft token for min(max_running_requests, slots) + 1 requests.
+    spec = ((conv + ssm) * (min(args.max_running_requests or 1, slots) + 1) * opts.mtp.num_draft_tokens
+            if nextn and slots else 0)
     context = args.context_length or 0
     return MemoryPlan(
         profile=profile.name, free_gib=free_gib, mem_fraction_static=fraction, context_tokens=context, mamba_slots=slots,
-        weights_gib=weights / GIB, mamba_gib=(slots + 1) * (conv + ssm) / GIB if slots else 0.0,
+        weights_gib=weights / GIB, mamba_gib=(slots + 1) * (conv + ssm) / GIB if slots else 0.0, spec_state_gib=spec / GIB,
         kv_bytes_per_token=per_token, budget_gib=free_gib * fraction - weights / GIB,
         kv_gib_for_context=context * per_token / GIB, drafter_unmodelled=opts.dspark.enabled,
     )
@@ -238,10 +253,12 @@ def start_floor_gib(profile) -> tuple[float, str]:
     path = roof.checkpoint_config(profile.model.path)
     try:
         shape = roof.ModelShape.from_file(path) if path else roof.ModelShape.from_config(roof.REFERENCE_CONFIG)
-    except roof.RooflineError:  # a checkpoint the model check refuses on its own; the published shape meanwhile
+    except (roof.RooflineError, TypeError, ValueError):  # a checkpoint the model check refuses on its own
         shape = roof.ModelShape.from_config(roof.REFERENCE_CONFIG)
     need = plan(profile, shape, free_gib=0.0)
-    floor = math.ceil((need.weights_gib + need.mamba_gib) / need.mem_fraction_static * 10) / 10
-    why = (f"{need.weights_gib:.1f} GiB of weights + {need.mamba_gib:.1f} GiB of Mamba state "
-           f"({need.mamba_slots} slots) at --mem-fraction-static {need.mem_fraction_static:g}; docs/sizing.md")
+    floor = math.ceil((need.weights_gib + need.state_gib) / need.mem_fraction_static * 10) / 10
+    why = (f"{need.weights_gib:.1f} GiB of weights + {need.state_gib:.1f} GiB of Mamba state "
+           f"({need.mamba_slots} slots{', MTP steps' if need.spec_state_gib else ''}) at --mem-fraction-static "
+           f"{need.mem_fraction_static:g}{'; the DSpark drafter not counted' if need.drafter_unmodelled else ''}; "
+           "docs/sizing.md")
     return floor, why

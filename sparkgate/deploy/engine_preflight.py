@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from sparkgate.deploy import checkpoint, drafter, preflight
 from sparkgate.deploy.preflight import PreflightFinding
 from sparkgate.frozen import Frozen
+from sparkgate.runtime import engine_run
 
 FILE_NAME = "preflight.json"
 
@@ -40,7 +42,7 @@ class DrafterPin(Frozen):
 
 
 class Plan(Frozen):
-    mem_min_gib: float
+    mem_min_gib: Annotated[float, Field(gt=0, lt=1e6, allow_inf_nan=False)]
     mem_why: str
     model_dir: str
     checkpoint: CheckpointPin
@@ -100,4 +102,4 @@ def refusal(path: Path) -> str | None:
     if not failed:
         return None
     more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
-    return f"sparkgate engine preflight failed: {failed[0].check}: {failed[0].detail}{more}"
+    return f"{engine_run.PREFLIGHT_REFUSED}: {failed[0].check}: {failed[0].detail}{more}"

@@ -212,7 +212,9 @@ def memory(mem_min_gib: float = SPARK_MIN_MEM_AVAILABLE_GIB, why: str = "") -> P
     available = mem_available_gib()
     need = f"{mem_min_gib:g} GiB" + (f" ({why})" if why else "")
     if available is None:
-        return PreflightFinding("memory", False, "cannot read MemAvailable from /proc/meminfo")
+        return PreflightFinding("memory", False, f"cannot read MemAvailable from /proc/meminfo (needs {need}): "
+                                "without it nothing proves the memory is free. Fix: run on the Spark's own Linux, "
+                                "with /proc mounted")
     if available >= mem_min_gib:
         return PreflightFinding("memory", True, f"MemAvailable {available:.1f} GiB >= {need}")
     return PreflightFinding("memory", False, f"MemAvailable {available:.1f} GiB < {need}: another model is "

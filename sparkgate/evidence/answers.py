@@ -297,13 +297,15 @@ def _ask_once(client: EngineClient, body: dict, reply: Reply, timeout: float) ->
         reply.tokens = None  # judged as text still; baseline agreement reports the missing log-probabilities
 
 
-def run(client: EngineClient, expectations: dict, scale: float) -> AnswersResult:
-    """The whole stage, cold question first. Call it before any other request of the verification."""
+def run(client: EngineClient, expectations: dict, scale: float, repeat_room_first: bool = True) -> AnswersResult:
+    """The whole stage, cold question first. Call it before any other request of the verification.
+    `repeat_room_first=False`: the repeated question (cold and warm) at its own room, retried like the others (how
+    recordings made before sparkgate asked it with the retry's room were asked; replayed as asked)."""
     answers = answer_set_mod.load()
     model = expectations["engine"]["served_model_name"]
     started = client.clock()
     result = AnswersResult(set_version=answers.set_version,
-                           cold=ask(client, model, answers, answers.repeat, scale, room_first=True))
+                           cold=ask(client, model, answers, answers.repeat, scale, room_first=repeat_room_first))
     wanted = (expectations.get("answers") or {}).get("set_version")
     if wanted != answers.set_version:
         result.version_problem = (f"the bundle expects answer set {wanted}, this sparkgate ships set "
@@ -315,7 +317,7 @@ def run(client: EngineClient, expectations: dict, scale: float) -> AnswersResult
                                         error="not asked: an earlier question got no answer in time"))
             continue
         result.replies.append(ask(client, model, answers, question, scale))
-    result.warm = ask(client, model, answers, answers.repeat, scale, room_first=True)
+    result.warm = ask(client, model, answers, answers.repeat, scale, room_first=repeat_room_first)
     result.elapsed_s = (client.clock() - started) / scale
     return result
 

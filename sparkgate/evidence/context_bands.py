@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 
 from sparkgate.bench.provenance import SPECULATIVE
@@ -152,8 +153,17 @@ class LogTail:
 
     def read(self, limit: int = MAX_READ_BYTES) -> str:
         try:
-            with open(self.path, "rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
+            # Non-blocking, and only a regular file: the engine's container owns the volume, and a FIFO or device
+            # at the log's path must not hang the sentinel's loop.
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            return ""
+        try:
+            with open(fd, "rb") as handle:
+                status = os.fstat(handle.fileno())
+                if not stat.S_ISREG(status.st_mode):
+                    return ""
+                size = status.st_size
                 if size < self.offset:  # truncated or replaced: read the new file from its start
                     self.offset, self.partial = 0, b""
                 handle.seek(self.offset)

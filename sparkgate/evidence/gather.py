@@ -69,7 +69,8 @@ def shown(value: Any) -> Any:
 
 
 def gather(client: EngineClient, expectations: dict, log: EngineLog, *, calibrate: bool = True,
-           admin_key_file: str | None = None, meminfo_path: str | None = None) -> Evidence:
+           admin_key_file: str | None = None, meminfo_path: str | None = None,
+           repeat_room_first: bool = True) -> Evidence:
     evidence = Evidence(expectations=expectations, log=log, meminfo_path=meminfo_path)
     # Read through the client, as the engine's answers are, so a recording of this verification keeps them too.
     if meminfo_path is not None:
@@ -91,7 +92,8 @@ def gather(client: EngineClient, expectations: dict, log: EngineLog, *, calibrat
     if not calibrate or evidence.health_status != 200:
         return evidence
     # First of the requests that generate: its first question is the engine's cold first prefill.
-    evidence.answers = answers_mod.run(client, expectations, evidence.time_scale)
+    evidence.answers = answers_mod.run(client, expectations, evidence.time_scale,
+                                       repeat_room_first=repeat_room_first)
     try:
         evidence.metrics_before = metrics_mod.parse(client.get_text("/metrics"))
     except EngineUnreachable as exc:

@@ -156,6 +156,10 @@ class Recording(BaseModel):
     log_text: str | None
     log_error: str | None = None
     calibrate: bool = True
+    # How the verification asked its repeated question, cold and warm (answers.run): "retry" - with the thinking
+    # retry's room from the first request, as now; "own" - at the question's own room, asked again with more if
+    # cut while thinking (the GPU lane's recordings made before the room grew replay as they were asked).
+    repeat_room: Literal["retry", "own"] = "retry"
     exchanges: list[Exchange] = Field(default_factory=list, max_length=MAX_EXCHANGES)
     verdict: dict[str, Any]
 
@@ -316,7 +320,7 @@ def replay(recording: Recording):
     read = {e.call: e.path for e in recording.exchanges if e.call in READINGS}
     verdict = verify(recording.engine_url, recording.expectations, recording.log(), client=client,
                      calibrate=recording.calibrate, admin_key_file=read.get("admin_key_probe"),
-                     meminfo_path=read.get("host_memory"))
+                     meminfo_path=read.get("host_memory"), repeat_room_first=recording.repeat_room == "retry")
     if client.unused:
         raise ReplayMismatch(f"{client.unused} recorded call(s) were never asked for: the code reads less than was "
                              "recorded, or in another order")

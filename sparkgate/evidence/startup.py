@@ -19,6 +19,7 @@ from sparkgate.evidence.logs import EngineLog
 from sparkgate.evidence.results import CheckResult, Verdict, failed
 from sparkgate.evidence.stages import Stage
 from sparkgate.evidence.verify import run_checks
+from sparkgate.runtime import engine_run
 from sparkgate.runtime.engine_run import EngineRun
 from sparkgate.sglang.phases import PHASES, phases_reached
 
@@ -49,6 +50,10 @@ def likely_cause(log_text: str | None, reached: list[str], exit_code: int | None
     (the entrypoint's exit record names it; the container's exit code alone gives 128 + signal)."""
     tail = (log_text or "").encode("utf-8", "replace")[-CAUSE_WINDOW_BYTES:].decode("utf-8", "ignore")
     loading = "load_weight_begin" in reached and "kv_cache" not in reached
+    refused = next((line for line in tail.splitlines() if line.startswith(engine_run.PREFLIGHT_REFUSED)), None)
+    if refused is not None and not reached:
+        return Cause("the engine's host preflight refused the start", (
+            f"nothing was loaded: {refused[len(engine_run.PREFLIGHT_REFUSED) + 2:][:600]}"))
     if CAPTURE_FAILED in tail:
         return Cause("CUDA graph capture failed", (
             "SGLang's CUDA-graph capture raised (sglang#23386: graph capture of the MoE path on GB10). Fix: lower "

@@ -74,12 +74,14 @@ def verify(
     calibrate: bool = True,
     progress: Callable[[str], None] = lambda _: None,
     client: EngineClient | None = None,
+    repeat_room_first: bool = True,
 ) -> Verdict:
-    """`client`: another EngineClient for `engine_url` (recording.py's recording or replaying one)."""
+    """`client`: another EngineClient for `engine_url` (recording.py's recording or replaying one);
+    `repeat_room_first`: answers.run's, for a replay of a recording asked the older way."""
     client = client if client is not None else EngineClient(engine_url, api_key=api_key)
     progress(f"gathering evidence from {engine_url} (calibration: {'on' if calibrate else 'off'})")
     evidence = gather(client, expectations, log, calibrate=calibrate, admin_key_file=admin_key_file,
-                      meminfo_path=meminfo_path)
+                      meminfo_path=meminfo_path, repeat_room_first=repeat_room_first)
     verdict = Verdict(
         profile=expectations["profile"],
         engine_url=engine_url,

@@ -31,7 +31,7 @@ from sparkgate.evidence import activity as activity_mod
 from sparkgate.evidence import metrics as metrics_mod
 from sparkgate.evidence.calibration import COMPLETION_TOKENS, PROMPTS, SPEC_VERIFY_CT
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
-from sparkgate.evidence.recheck import RecheckContext
+from sparkgate.evidence.recheck import RecheckContext, scrape
 from sparkgate.evidence.results import CheckResult, checked
 from sparkgate.evidence.stages import Stage
 from sparkgate.sglang import conformance as C
@@ -215,8 +215,14 @@ def rechecks(ctx: RecheckContext) -> list[CheckResult]:
     else:
         trigger = "idle after client traffic" if served else "idle, periodic"
     if trigger:
+        before_probe = scrape(ctx.client) if ctx.own_traffic is not None else None
         probe = run_probe(ctx.client, timeout_s=max(1.0, ctx.period_s))
         results.append(probe_check(probe, floor, trigger))
+        if ctx.own_traffic is not None:
+            # The probe is the sentinel's, not a client's: the per-band read (context_bands.py) leaves its period
+            # out. Its own counters start the new window below, so this re-check does not take them out again.
+            ctx.own_traffic.record(before_probe, scrape(ctx.client))
+            state["own_traffic_seen"] = ctx.own_traffic.seq
         state["last_probe_at"] = time.monotonic()
         state["last_probe_counters"] = read_engine_counters(ctx.client)
         state["window_start"] = state["last_probe_counters"] or now

@@ -105,7 +105,17 @@ def run(launcher: str, log_file: Path | None, argv: list[str], admin_dir: Path =
         # `docker compose up` on a Spark runs no `invoke deploy`: the host checks happen here, before a byte loads.
         from sparkgate.deploy import engine_preflight
 
-        refusal = engine_preflight.refusal(preflight_file)
+        refused = engine_preflight.refusal(preflight_file)
+        if refused:
+            print(refused, file=sys.stderr, flush=True)
+            if log_file is not None:  # this start's own records: the sentinel judges and captures it (engine_run)
+                _rotate(log_file)
+                start = _record_start(log_file.parent, argv)
+                with open(log_file, "ab") as sink:
+                    sink.write(refused.encode("utf-8", "replace") + b"\n")
+                if start is not None:
+                    _record_exit(log_file.parent, start, EXIT_REFUSED, [])
+            return EXIT_REFUSED
     if refusal:
         print(refusal, file=sys.stderr, flush=True)
         return EXIT_REFUSED

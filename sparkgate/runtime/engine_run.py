@@ -31,6 +31,9 @@ MAX_RECORD_BYTES = 16 * 1024
 # The bundle files whose text names a deploy (what the sentinel reads; render.SENTINEL_BUNDLE_FILES).
 BUNDLE_FILES = ("argv.json", "engine-env.json", "expectations.json")
 
+# The line the engine's own host preflight leaves in the log when it refuses a start (deploy/engine_preflight.py).
+PREFLIGHT_REFUSED = "sparkgate engine preflight failed"
+
 
 class EngineRun(BaseModel):
     """One engine start; `exit_code` and the rest are set once it has exited."""

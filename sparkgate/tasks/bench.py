@@ -222,21 +222,23 @@ def sizing(c, profile=None, free=None, config=None):
     from sparkgate.profile import loading as profiles
 
     try:
+        frees = [float(x) for x in (free or ",".join(map(str, size.SPARK_FREE_GIB))).split(",")]
+    except ValueError:
+        frees = []
+    if not frees or not all(0 < f < 1e6 for f in frees):  # also refuses nan and inf
+        raise Exit(f"sparkgate sizing: --free {free!r}: expected GiB numbers separated by commas", code=1)
+    try:
         loaded = profiles.load(profile)
         path = Path(config) if config else roof.checkpoint_config(loaded.profile.model.path)
         shape = roof.ModelShape.from_file(path) if path else roof.ModelShape.from_config(roof.REFERENCE_CONFIG)
-        frees = [float(x) for x in (free or ",".join(map(str, size.SPARK_FREE_GIB))).split(",")]
-        if not all(0 < f < 1e6 for f in frees):  # also refuses nan and inf
-            raise ValueError(free)
     except (ProfileError, roof.RooflineError) as exc:
         raise Exit(f"sparkgate sizing: {exc}", code=1) from None
-    except ValueError:
-        raise Exit(f"sparkgate sizing: --free {free!r}: expected GiB numbers separated by commas", code=1) from None
     plans = [size.plan(loaded.profile, shape, f) for f in frees]
     first = plans[0]
     print(f"sizing for {loaded.profile.name}: {path or 'reference shape (no checkpoint config.json found)'}")
     print(f"  weights {first.weights_gib:.2f} GiB (target{' + NEXTN draft' if loaded.profile.optimizations.mtp.enabled else ''}"
-          f"; measured on SGLang about 2 % more), Mamba state {first.mamba_gib:.2f} GiB ({first.mamba_slots} slots + 1), "
+          f", as SGLang allocates them), Mamba state {first.mamba_gib:.2f} GiB ({first.mamba_slots} slots + 1)"
+          + (f" + {first.spec_state_gib:.2f} GiB for the MTP steps" if first.spec_state_gib else "") + ", "
           f"KV {first.kv_bytes_per_token:,} B/token = {first.kv_gib_for_context:.2f} GiB for "
           f"{first.context_tokens:,} tokens; --mem-fraction-static {first.mem_fraction_static:g}")
     if first.drafter_unmodelled:
@@ -245,6 +247,7 @@ def sizing(c, profile=None, free=None, config=None):
         print(f"  {plan.summary()}")
     print(f"  needs {first.min_free_gib:.1f} GiB free for the whole context (preflight refuses below "
           f"{max(size.start_floor_gib(loaded.profile)[0], 85):.1f} GiB MemAvailable)")
+    # (the floor is the checkpoint on this host's, as `invoke deploy` computes it; --config changes the lines above)
 
 
 ns = Collection(bench, compare, roofline, sizing)

@@ -60,7 +60,8 @@ def test_too_little_memory_refuses_before_the_engine_starts(host, tmp_path, caps
     monkeypatch.setattr(preflight, "mem_available_gib", lambda: 90.0)
     code, err = run(path, tmp_path, capsys)
     assert code == engine_entrypoint.EXIT_REFUSED
-    assert err.startswith("sparkgate engine preflight failed: memory: MemAvailable 90.0 GiB < 105.2 GiB (")
+    floor = preflight.memory_floor(profiles.load("all-three").profile)[0]
+    assert err.startswith(f"sparkgate engine preflight failed: memory: MemAvailable 90.0 GiB < {floor:g} GiB (")
     assert "\n" not in err and not (tmp_path / "nowhere").exists(), "nothing made before the refusal"
 
 
@@ -103,3 +104,34 @@ def test_hostile_json_never_passes(document):
         path.write_text(json.dumps(document))
         line = engine_preflight.refusal(path)
     assert line is not None and "\n" not in line
+
+
+def test_a_refused_start_leaves_its_own_records_and_is_judged_as_the_preflights(host, tmp_path, capsys, monkeypatch):
+    """Not the previous start's: the sentinel captures this one, named by its own records (engine_run)."""
+    from sparkgate.evidence import startup
+    from sparkgate.runtime import engine_run
+
+    path, _ = host
+    monkeypatch.setattr(preflight, "mem_available_gib", lambda: 90.0)
+    logs_dir = tmp_path / "logs"
+    logs_dir.mkdir()
+    (logs_dir / engine_run.EXIT_FILE).write_text("an earlier start's record")
+    code = engine_entrypoint.run("sim", logs_dir / "engine.log", ["--model-path", "/m"], admin_dir=tmp_path / "nowhere",
+                                 preflight_file=path)
+    assert code == engine_entrypoint.EXIT_REFUSED
+    record = engine_run.EngineRun.model_validate_json((logs_dir / engine_run.EXIT_FILE).read_text())
+    assert record.exit_code == engine_entrypoint.EXIT_REFUSED and record.phases == []
+    text = (logs_dir / "engine.log").read_text()
+    assert text.startswith("sparkgate engine preflight failed: memory: MemAvailable 90.0 GiB")
+    cause = startup.likely_cause(text, [], record.exit_code, record.signal)
+    assert cause.name == "the engine's host preflight refused the start" and "MemAvailable 90.0 GiB" in cause.hint
+
+
+@pytest.mark.parametrize("value", [float("-inf"), -1.0, 0.0, float("nan"), 1e300])
+def test_a_floor_that_is_no_floor_refuses(host, value):
+    path, _ = host
+    document = json.loads(path.read_text())
+    document["mem_min_gib"] = value
+    path.write_text(json.dumps(document))
+    line = engine_preflight.refusal(path)
+    assert line is not None and "mem_min_gib" in line and "re-render" in line

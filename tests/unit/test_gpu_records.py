@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sparkgate.evidence import answers, logs, metrics
-from sparkgate.evidence.recording import replay
+from sparkgate.evidence.recording import ReplayMismatch, replay
 from sparkgate.sglang import conformance as C
 from tests.gpu import records
 from tests.gpu.conftest import launches as lane_launches
@@ -46,6 +46,14 @@ def test_every_launch_of_the_lane_is_recorded():
 def test_the_recorded_real_engine_replays_to_the_same_verdict(name, profile):
     recording = records.recordings(name)[profile]
     assert outcomes(replay(recording).as_dict()) == outcomes(recording.verdict)
+
+
+def test_a_recording_replays_only_as_its_repeated_question_was_asked():
+    # Recorded before the repeated question got the retry's room: asked that way now, the bodies differ.
+    recording = records.recordings("dense-eager")["baseline"]
+    assert recording.repeat_room == "own"
+    with pytest.raises(ReplayMismatch, match="another body"):
+        replay(recording.model_copy(update={"repeat_room": "retry"}))
 
 
 def test_decode_graphs_captured_and_used_pass_the_graph_checks():

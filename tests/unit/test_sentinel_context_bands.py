@@ -120,3 +120,14 @@ def test_the_admitting_calibrations_verify_step_is_shown_beside_the_break_even(t
     made.start_module_rechecks()
     made.module_contexts["mtp"].state["last_probe_at"] = 1e18
     assert bands_check(made.module_rechecks()).observed["calibration_verify_step_ms"] is None
+
+
+def test_the_sentinels_own_mtp_probe_is_not_read_as_client_traffic(tmp_path):
+    """A probe the MTP re-check sends while idle decodes lines into the log too: that period is left out."""
+    made, log = sentinel(tmp_path, ["humming", "mtp"])
+    made.module_contexts["mtp"].state["last_probe_at"] = 0.0  # the periodic probe is due now
+    with log.open("a") as handle:  # what the probe's own decode lines look like
+        handle.write(decode_line(60, 2.7) * 4)
+    check = bands_check(made.module_rechecks())
+    assert check.observed["bands"]["0-1k"]["lines"] == 0, check.observed
+    assert check.observed["periods_left_out_for_own_probes"] == 1

@@ -54,6 +54,13 @@ def test_target_weights_model_is_within_tolerance_below_the_measured(graphs):
     assert 1 - TARGET_WEIGHTS_BELOW <= modelled / measured <= 1.0, (modelled / sizing.GIB, measured / sizing.GIB)
 
 
+@pytest.mark.parametrize(("part", "launch", "index", "model"), [
+    ("target", "humming-graphs", 0, sizing.target_weight_bytes), ("draft", "humming-nextn", 1, sizing.draft_weight_bytes)])
+def test_the_plan_adds_what_sglang_allocated_beyond_the_model(part, launch, index, model):
+    measured = read(launch).models[index].usage_gib * sizing.GIB
+    assert model(SHAPE) * (1 + sizing.UNMODELLED_WEIGHTS[part]) == pytest.approx(measured, rel=0.005)
+
+
 def test_draft_weights_model_is_within_tolerance_below_the_measured(nextn):
     measured = nextn.models[1].usage_gib * sizing.GIB
     modelled = sizing.draft_weight_bytes(SHAPE)
@@ -89,11 +96,19 @@ def profile(name: str):
 
 
 @pytest.mark.parametrize("name", ["baseline", "humming", "fp8-lm-head", "mtp", "all-three", "humming-fp8"])
-def test_each_shipped_profile_fits_its_context_with_the_free_memory_its_floor_asks_for(name):
-    plan = sizing.plan(profile(name), SHAPE, free_gib=110.0)
-    assert plan.headroom_gib >= 0, plan.summary()
-    at_floor = sizing.plan(profile(name), SHAPE, free_gib=plan.min_free_gib)
-    assert at_floor.headroom_gib == pytest.approx(0, abs=1e-6)
+def test_each_shipped_profile_fits_its_context_with_the_free_memory_the_plan_names(name):
+    plan = sizing.plan(profile(name), SHAPE, free_gib=100.0)
+    at_need = sizing.plan(profile(name), SHAPE, free_gib=plan.min_free_gib)
+    assert at_need.headroom_gib == pytest.approx(0, abs=1e-6)
+    assert sizing.plan(profile(name), SHAPE, free_gib=plan.min_free_gib + 0.1).tokens_that_fit >= plan.context_tokens
+
+
+def test_mtp_reserves_sglangs_intermediate_state_per_draft_token():
+    conv, ssm = sizing.mamba_slot_bytes(SHAPE)
+    plan = sizing.plan(profile("all-three"), SHAPE, free_gib=110.0)
+    # kv_cache_configurator.py: per request state x (min(max_running_requests 1, 64 slots) + 1) x 4 draft tokens
+    assert plan.spec_state_gib * sizing.GIB == (conv + ssm) * 2 * 4
+    assert sizing.plan(profile("baseline"), SHAPE, free_gib=110.0).spec_state_gib == 0
 
 
 def test_the_speculative_profiles_need_more_than_the_plain_ones():
@@ -106,8 +121,8 @@ def test_the_preflight_floor_is_where_sglang_could_size_no_pool(monkeypatch):
     # The old guard (85 GiB) admits a start SGLang refuses: weights alone exceed 0.68 of it.
     assert floor > preflight.SPARK_MIN_MEM_AVAILABLE_GIB
     assert sizing.plan(profile("all-three"), SHAPE, free_gib=floor - 0.2).budget_gib < sizing.plan(
-        profile("all-three"), SHAPE, 0).mamba_gib
-    assert "--mem-fraction-static 0.68" in why and "64 slots" in why
+        profile("all-three"), SHAPE, 0).state_gib
+    assert "--mem-fraction-static 0.68" in why and "64 slots, MTP steps" in why
 
 
 def test_the_memory_refusal_names_the_observed_value_the_threshold_and_the_reason(monkeypatch):

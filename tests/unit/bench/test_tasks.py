@@ -31,10 +31,10 @@ def test_sizing_task(capsys, monkeypatch):
     monkeypatch.setenv("SPARKGATE_MODEL_DIR", "/nonexistent")  # the published shape
     assert invoke(["sizing", "--profile", "all-three", "--free", "100,112"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert "KV 9,216 B/token = 2.25 GiB for 262,144 tokens" in lines[1]
-    assert lines[2].startswith("  100 GiB free: pool budget 1.1 GiB, does NOT start")
-    assert lines[3].startswith("  112 GiB free: pool budget 9.2 GiB, fits 262,144 tokens")
-    assert lines[4] == "  needs 108.5 GiB free for the whole context (preflight refuses below 105.2 GiB MemAvailable)"
+    assert "+ 0.57 GiB for the MTP steps, KV 9,216 B/token = 2.25 GiB for 262,144 tokens" in lines[1]
+    assert lines[2].startswith("  100 GiB free: pool budget -0.5 GiB, does NOT start")
+    assert lines[3].startswith("  112 GiB free: pool budget 7.7 GiB, fits 262,144 tokens")
+    assert lines[4] == "  needs 111.6 GiB free for the whole context (preflight refuses below 108.3 GiB MemAvailable)"
     for hostile in ("nan;rm", "nan", "-5", "inf", ","):
         assert invoke(["sizing", "--profile", "all-three", "--free", hostile]) == 1, hostile
 

@@ -147,3 +147,14 @@ def test_declared_recheck_only_for_speculative_profiles():
     assert "mtp" in entry.runs_for and "dspark" in entry.runs_for
     assert context_bands.speculative({"requested": ["humming", "dspark"]})
     assert not context_bands.speculative({"requested": ["humming"]})
+
+
+def test_a_fifo_at_the_log_path_never_hangs_the_band_read(tmp_path):
+    import os
+
+    from sparkgate.evidence.context_bands import LogTail
+
+    fifo = tmp_path / "engine.log"
+    os.mkfifo(fifo)
+    assert LogTail(str(fifo)).read() == ""  # returns at once: not a regular file
+
