@@ -1,5 +1,5 @@
 # sparkgate runtime image: the SGLang-shaped simulator (python3 -m sparkgate_sim) standing in for the Spark
-# engine in CI and demos, the sentinel (`sparkgate sentinel`, with pytest + testinfra and the tests/ suites)
+# engine in CI and demos, the sentinel (`sparkgate sentinel`, with pytest + testinfra and the package's suites)
 # and the HAProxy gateway. No GPU.
 #
 # The build context is the repository root (.dockerignore lets through only what is copied here), so the
@@ -52,8 +52,8 @@ RUN python3 -m venv /opt/venv \
  && rm -rf /tmp/requirements.txt
 
 # sparkgate and the simulator from this checkout, plus the bundle data (images.lock.yaml, profiles/,
-# templates/ and the sentinel's tests/ with the pytest configuration in pyproject.toml), so the whole CLI
-# works inside the image (SPARKGATE_HOME).
+# templates/), so the whole CLI works inside the image (SPARKGATE_HOME). The sentinel's suites are in the package
+# (sparkgate/suites, with their own pytest.ini): no test tree and no fixtures in the image.
 COPY sparkgate /opt/sparkgate/src/sparkgate
 COPY simulator /opt/sparkgate/simulator
 RUN cp /opt/sparkgate/pyproject.toml /opt/sparkgate/src/pyproject.toml \
@@ -62,7 +62,6 @@ RUN cp /opt/sparkgate/pyproject.toml /opt/sparkgate/src/pyproject.toml \
 COPY images.lock.yaml /opt/sparkgate/images.lock.yaml
 COPY profiles /opt/sparkgate/profiles
 COPY templates /opt/sparkgate/templates
-COPY tests /opt/sparkgate/tests
 ENV PATH=/opt/venv/bin:${PATH}
 
 # Fail the build if the console script, the simulator, the bundle data, the sentinel's suites or HAProxy
@@ -70,7 +69,7 @@ ENV PATH=/opt/venv/bin:${PATH}
 RUN sparkgate profiles >/dev/null \
  && python3 -c 'import sparkgate_sim' \
  && python3 -m pip check \
- && python3 -m pytest --version >/dev/null \
+ && python3 -c 'import subprocess, sys; from sparkgate import suites; sys.exit(subprocess.call([*suites.argv("infra", "infra"), str(suites.SUITES / "smoke"), "--collect-only"], stdout=subprocess.DEVNULL))' \
  && haproxy -v >/dev/null
 
 ENTRYPOINT ["sparkgate", "engine", "--launcher", "sim", "--log-file", "/var/log/sparkgate/engine.log", "--"]

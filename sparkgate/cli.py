@@ -126,7 +126,6 @@ def cmd_sentinel(args: argparse.Namespace) -> int:
         engine_url=args.engine_url,
         bundle_dir=Path(args.bundle),
         log_file=args.log_file,
-        tests_dir=Path(args.tests),
         period_s=args.period,
         port=args.port,
         closed_port=args.closed_port,
@@ -209,7 +208,6 @@ def build_parser() -> argparse.ArgumentParser:
     sentinel.add_argument("--engine-url", required=True)
     sentinel.add_argument("--bundle", default="/bundle", help="rendered bundle directory (expectations.json, argv.json)")
     sentinel.add_argument("--log-file", default="/var/log/sparkgate/engine.log")
-    sentinel.add_argument("--tests", default="/opt/sparkgate/tests", help="directory holding infra/ and smoke/")
     sentinel.add_argument("--period", type=float, default=defaults.RECHECK_PERIOD_S, help="seconds between re-checks")
     sentinel.add_argument("--port", type=int, default=defaults.SENTINEL_PORT)
     sentinel.add_argument("--closed-port", type=int, default=defaults.SENTINEL_CLOSED_PORT)

@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sparkgate import atomic
+from sparkgate import atomic, suites
 from sparkgate.bundle import render
 from sparkgate.bundle.monitoring import DEFAULT_PROMETHEUS_PORT, DEFAULT_SCRAPE_INTERVAL_S
 from sparkgate.deploy import docker_cli, preflight
@@ -21,7 +20,7 @@ from sparkgate.evidence import startup
 from sparkgate.evidence.client import fetch_json
 from sparkgate.evidence.logs import EngineLog
 from sparkgate.images import load_lock
-from sparkgate.paths import build_dir, repo_root
+from sparkgate.paths import build_dir
 from sparkgate.profile import loading as profiles
 from sparkgate.runtime import engine_run
 from sparkgate.sglang.phases import PHASES, current_phase, phases_reached
@@ -106,9 +105,8 @@ def run_smoke(url: str, model: str, api_key_file: str | None) -> subprocess.Comp
     env = {**os.environ, "SPARKGATE_SMOKE_URL": url, "SPARKGATE_SMOKE_MODEL": model}
     if api_key_file:
         env["SPARKGATE_SMOKE_API_KEY_FILE"] = str(api_key_file)
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "smoke",
-            str(repo_root() / "tests" / "smoke")]
-    return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=repo_root(), timeout=300)
+    return subprocess.run(suites.argv("smoke", "smoke"), capture_output=True, text=True, env=env,
+                          cwd=suites.SUITES, timeout=300)
 
 
 def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> DeployResult:

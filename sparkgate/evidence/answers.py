@@ -56,7 +56,7 @@ CHECKS = {
 }
 
 CHAT_ROUTE = "/v1/chat/completions"
-# Thinking off, raw text back: what tests/smoke asks too (serving_chat.py: chat_template_kwargs, separate_reasoning).
+# Thinking off, raw text back: what the smoke suite (sparkgate/suites/smoke) asks too (serving_chat.py: chat_template_kwargs, separate_reasoning).
 RAW_ANSWER = {"chat_template_kwargs": {C.string_("chat_enable_thinking"): False}, "separate_reasoning": False}
 REQUEST_TIMEOUT_S = 30.0  # engine seconds for one answer; far above a Spark's (under 5 s for the longest)
 # After admission a probe that gets no answer in time is skipped (a client may hold the batch-1 engine); this

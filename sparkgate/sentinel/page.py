@@ -166,7 +166,7 @@ def _suite_row(suite: str, result: dict) -> dict:
                 {"not_passed": not_passed, "of": len(tests), "exit_code": result.get("exit_code")})
     return {"name": f"suite.{suite}", "passed": passed, "observed": observed,
             "expected": "every test ran and passed (a skip, an error or no test at all fails)",
-            "source": f"pytest tests/{suite} (testinfra)" if suite == "infra" else f"pytest tests/{suite}",
+            "source": f"pytest sparkgate/suites/{suite}" + (" (testinfra)" if suite == "infra" else ""),
             "hint": "output tail: " + compact(result.get("output_tail") or ""), "as_of": "full verdict"}
 
 

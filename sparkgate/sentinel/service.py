@@ -59,7 +59,6 @@ class SentinelConfig:
     engine_url: str
     bundle_dir: Path
     log_file: str
-    tests_dir: Path
     period_s: float = 5.0
     host: str = "0.0.0.0"
     port: int = 8081
@@ -149,10 +148,8 @@ class Sentinel:
         }
         if self.config.api_key_file:
             suite_env["SPARKGATE_SMOKE_API_KEY_FILE"] = self.config.api_key_file
-        infra = suites.run_suite("infra", self.config.tests_dir / "infra", "infra and not host_only", suite_env,
-                                 self.config.suite_timeout_s)
-        smoke = suites.run_suite("smoke", self.config.tests_dir / "smoke", "smoke", suite_env,
-                                 self.config.suite_timeout_s)
+        infra = suites.run_suite("infra", "infra and not host_only", suite_env, self.config.suite_timeout_s)
+        smoke = suites.run_suite("smoke", "smoke", suite_env, self.config.suite_timeout_s)
         passed = verdict.passed and infra.passed and smoke.passed
         if self.captures is not None and recording is not None:
             listing = self.captures.save(recording, self.expectations, {

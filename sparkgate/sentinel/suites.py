@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from sparkgate import suites as gate_suites
 
 
 @dataclass
@@ -52,18 +53,15 @@ def _outcomes(junit: Path) -> list[TestOutcome]:
     return outcomes
 
 
-def run_suite(suite: str, tests_dir: Path, marker: str, env: dict[str, str], timeout_s: float) -> SuiteResult:
+def run_suite(suite: str, marker: str, env: dict[str, str], timeout_s: float) -> SuiteResult:
+    """One of the package's suites (sparkgate.suites), selected by `marker`."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as scratch:
         junit = Path(scratch) / "junit.xml"
-        argv = [
-            sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", marker,
-            f"--junitxml={junit}", str(tests_dir),
-        ]
         try:
             completed = subprocess.run(
-                argv, capture_output=True, text=True, timeout=timeout_s, env={**os.environ, **env},
-                cwd=tests_dir.parent,
+                gate_suites.argv(suite, marker, junit), capture_output=True, text=True, timeout=timeout_s,
+                env={**os.environ, **env}, cwd=gate_suites.SUITES,
             )
             code, output = completed.returncode, completed.stdout + completed.stderr
         except subprocess.TimeoutExpired as exc:

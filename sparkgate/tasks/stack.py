@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from invoke import Collection, Exit
 
-from sparkgate import commands
+from sparkgate import commands, suites
 from sparkgate.deploy import deploy as deploy_mod
 from sparkgate.deploy import docker_cli
 from sparkgate.evidence.client import fetch_json
-from sparkgate.paths import build_dir, repo_root
+from sparkgate.paths import build_dir
 from sparkgate.profile import loading as profiles
 from sparkgate.tasks.common import STACK_HELP, require, sparkgate_task
 
@@ -147,8 +146,7 @@ def infra(c, profile=None, target=None, port=None, project=None, out=None):
         env["SPARKGATE_GATEWAY_BIND"] = record["gateway_bind"]
     if port or record.get("gateway_port"):
         env["SPARKGATE_GATEWAY_PORT"] = str(port or record["gateway_port"])
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "infra", str(repo_root() / "tests" / "infra")]
-    code = subprocess.call(argv, env=env, cwd=repo_root())
+    code = subprocess.call(suites.argv("infra", "infra"), env=env, cwd=suites.SUITES)
     if code:
         raise Exit(f"sparkgate infra: checks failed (pytest exit {code})", code=1)
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 
 import pytest
 
+from sparkgate import suites
 from tests.e2e.conftest import E2E_PERIOD_S
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
@@ -66,8 +66,7 @@ def test_host_side_testinfra_suite_passes(healthy_all_three):
     assert stack.result.admitted, stack.result.reason
     env = {**os.environ, "SPARKGATE_BUNDLE": str(stack.result.bundle), "SPARKGATE_PROJECT": stack.project.name,
            "SPARKGATE_GATEWAY_PORT": str(stack.port)}
-    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "infra",
-                             "tests/infra"], capture_output=True, text=True, env=env, timeout=300)
+    result = subprocess.run(suites.argv("infra", "infra"), capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:]
     assert "host_only" not in result.stdout and " passed" in result.stdout
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import urllib.parse
 import urllib.request
 
 import pytest
 
+from sparkgate import suites
 from sparkgate.deploy import docker_cli
 from sparkgate.images import load_lock
 from tests.e2e.conftest import E2E_PERIOD_S, free_port
@@ -96,8 +96,7 @@ def test_prometheus_scrapes_the_stack_and_alerts_when_memory_pressure_closes_the
     # The host-side testinfra suite (`invoke infra`) accepts the profile's loopback-only port beside the gateway's.
     env = {**os.environ, "SPARKGATE_BUNDLE": str(stack.result.bundle), "SPARKGATE_PROJECT": stack.project.name,
            "SPARKGATE_GATEWAY_PORT": str(stack.port)}
-    infra = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "infra",
-                            "tests/infra"], capture_output=True, text=True, env=env, timeout=300)
+    infra = subprocess.run(suites.argv("infra", "infra"), capture_output=True, text=True, env=env, timeout=300)
     assert infra.returncode == 0, infra.stdout[-3000:]
 
     stack.engine_admin("/admin/faults", {"add": ["memory-pressure"]})

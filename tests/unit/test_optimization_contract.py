@@ -187,7 +187,7 @@ def test_the_new_optimization_is_verified_and_rechecked(noop_profile, start_prof
     (bundle / "expectations.json").write_text(json.dumps(want))
     meminfo = tmp_path / "meminfo"  # a healthy simulated host, not this machine's /proc/meminfo
     meminfo.write_text("MemTotal: 127604736 kB\nMemAvailable: 20971520 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n")
-    sentinel = Sentinel(SentinelConfig(sim.base_url, bundle, str(log_file), tmp_path, period_s=5.0,
+    sentinel = Sentinel(SentinelConfig(sim.base_url, bundle, str(log_file), period_s=5.0,
                                        admin_key_file=str(tmp_path / "no-admin-key"), meminfo_path=str(meminfo)))
     sentinel.state.engine_startup_time = sentinel._server_info()["startup_time"]
     sentinel.weights = sentinel._weights()

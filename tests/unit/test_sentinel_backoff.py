@@ -29,7 +29,7 @@ def sentinel(tmp_path, monkeypatch):
     bundle = tmp_path / "bundle"
     bundle.mkdir()
     (bundle / "expectations.json").write_text(json.dumps({"profile": "all-three", "requested": [], "optimizations": {}}))
-    made = Sentinel(SentinelConfig("http://engine:30000", bundle, "/nonexistent.log", tmp_path, period_s=PERIOD_S))
+    made = Sentinel(SentinelConfig("http://engine:30000", bundle, "/nonexistent.log", period_s=PERIOD_S))
     made.startup = "t0"
     made.outcomes: list[bool] = []
     made.runs: list[float] = []

@@ -26,7 +26,7 @@ def sentinel(tmp_path, requested: list[str]) -> tuple[Sentinel, object]:
     meminfo.write_text("MemTotal: 127604736 kB\nMemAvailable: 20971520 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n")
     log = tmp_path / "engine.log"
     log.write_text(decode_line(9000, 1.0) * 5)  # before admission: never read
-    made = Sentinel(SentinelConfig("http://engine:30000", bundle, str(log), tmp_path, period_s=5.0,
+    made = Sentinel(SentinelConfig("http://engine:30000", bundle, str(log), period_s=5.0,
                                    meminfo_path=str(meminfo)))
     made.client = made.quick_client = FakeEngine()
     made.start_module_rechecks()

@@ -76,7 +76,7 @@ def make_sentinel(tmp_path):
         }))
         meminfo = tmp_path / "meminfo"  # a healthy simulated host, not this machine's /proc/meminfo
         meminfo.write_text("MemTotal: 127604736 kB\nMemAvailable: 20971520 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n")
-        sentinel = Sentinel(SentinelConfig("http://engine:30000", bundle, "/nonexistent.log", tmp_path, period_s=5.0,
+        sentinel = Sentinel(SentinelConfig("http://engine:30000", bundle, "/nonexistent.log", period_s=5.0,
                                            meminfo_path=str(meminfo)))
         sentinel.client = sentinel.quick_client = engine
         sentinel.start_module_rechecks()  # as right after a full verification

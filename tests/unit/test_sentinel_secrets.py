@@ -138,7 +138,7 @@ def sentinel(tmp_path):
                                                           "engine": {"served_model_name": "m"}}))
     api_key = tmp_path / "api-key"
     api_key.write_text("the-user-api-key\n")
-    config = SentinelConfig("http://engine:30000", bundle, "/nonexistent.log", tmp_path, period_s=5.0,
+    config = SentinelConfig("http://engine:30000", bundle, "/nonexistent.log", period_s=5.0,
                             api_key_file=str(api_key), admin_key_file=key_file(tmp_path))
     return Sentinel(config)
 

@@ -597,7 +597,7 @@ def sentinel(tmp_path, monkeypatch):
     bundle.mkdir()
     (bundle / "expectations.json").write_text(json.dumps({"profile": "baseline", "requested": [],
                                                           "engine": {"served_model_name": "m"}}))
-    sentinel = Sentinel(SentinelConfig("http://engine:30000", bundle, "/nonexistent.log", tmp_path, period_s=5.0,
+    sentinel = Sentinel(SentinelConfig("http://engine:30000", bundle, "/nonexistent.log", period_s=5.0,
                                        admin_key_file=str(tmp_path / "no-key")))
     engine = Healthy()
     sentinel.client = sentinel.quick_client = engine

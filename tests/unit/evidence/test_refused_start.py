@@ -177,7 +177,7 @@ def deployed(tmp_path):
     logs.mkdir()
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal: 128000000 kB\nMemAvailable: 2000000 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n")
-    sentinel = Sentinel(SentinelConfig("http://127.0.0.1:9", bundle, str(logs / "engine.log"), tmp_path, period_s=0.5,
+    sentinel = Sentinel(SentinelConfig("http://127.0.0.1:9", bundle, str(logs / "engine.log"), period_s=0.5,
                                        meminfo_path=str(meminfo), captures_dir=str(tmp_path / "captures")))
     return sentinel, bundle, logs
 
@@ -251,7 +251,7 @@ def test_a_sentinel_started_long_after_the_dead_start_still_captures_it(monkeypa
     logs.mkdir()
     _run_dying_engine(monkeypatch, logs, tmp_path / "admin", DIED_LOADING, 2, _argv(bundle))
     record = _shift(logs, hours=1)
-    sentinel = Sentinel(SentinelConfig("http://127.0.0.1:9", bundle, str(logs / "engine.log"), tmp_path, period_s=0.5,
+    sentinel = Sentinel(SentinelConfig("http://127.0.0.1:9", bundle, str(logs / "engine.log"), period_s=0.5,
                                        captures_dir=str(tmp_path / "captures")))
     sentinel.step()
     assert sentinel.state.state == CLOSED and sentinel.state.reason.startswith(

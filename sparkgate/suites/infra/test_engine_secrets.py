@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sparkgate.runtime import admin_key
-from tests.infra.conftest import _cmdline, proc_environ
+from sparkgate.suites.infra.conftest import _cmdline, proc_environ
 
 pytestmark = pytest.mark.infra
 

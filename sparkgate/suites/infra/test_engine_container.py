@@ -9,7 +9,7 @@ import pytest
 from sparkgate.runtime import admin_key
 from sparkgate.sglang import flags as F
 from sparkgate.sglang.parser import resolve_spelling
-from tests.infra.conftest import inspect, mounts, proc_environ
+from sparkgate.suites.infra.conftest import inspect, mounts, proc_environ
 
 pytestmark = pytest.mark.infra
 

@@ -29,7 +29,7 @@ LAUNCH_MODULES = tuple(argv[argv.index("-m") + 1] for argv in LAUNCHERS.values()
 def _require(name: str) -> str:
     value = os.environ.get(name)
     if not value:
-        pytest.fail(f"{name} is not set: the infra suite needs it (see tests/infra/conftest.py)")
+        pytest.fail(f"{name} is not set: the infra suite needs it (see sparkgate/suites/infra/conftest.py)")
     return value
 
 
