@@ -14,13 +14,15 @@ import pytest
 
 from sparkgate import atomic
 
-SWAPS = 300
+MAX_SWAPS = 20000
+ENOUGH_VERSIONS = 5  # the reader saw this many of the writer's versions: it read while the writer wrote
 
 # A separate process, so the reader runs truly concurrently with the writer (no shared GIL): it polls the
-# bundle path and reads its file as fast as it can, and reports what it saw.
+# bundle path and reads its file as fast as it can, and reports what it saw. It touches `ready` after its first
+# read and `enough` once it saw ENOUGH_VERSIONS versions: the writer swaps until then, however slow the host.
 READER = textwrap.dedent("""
     import json, os, sys
-    bundle, stop = sys.argv[1], sys.argv[2]
+    bundle, stop, ready, enough = sys.argv[1:5]
     seen = missing = torn = 0
     versions = set()
     while not os.path.exists(stop):
@@ -39,45 +41,56 @@ READER = textwrap.dedent("""
         else:
             versions.add(next(iter(lines)))
         seen += 1
+        if seen == 1:
+            open(ready, "w").close()
+        if len(versions) == ENOUGH:
+            open(enough, "w").close()
     print(json.dumps({"seen": seen, "missing": missing, "torn": torn, "versions": len(versions)}))
-""")
+""").replace("ENOUGH", str(ENOUGH_VERSIONS))
 
 
 def _payload(version: int) -> dict[str, str]:
     return {"payload.txt": f"v{version:04d}\n" * 4000, "argv.json": json.dumps([version]) + "\n"}
 
 
-def _run_reader_during(swap, path: Path, tmp_path: Path) -> dict:
-    stop = tmp_path / "stop"
-    reader = subprocess.Popen([sys.executable, "-c", READER, str(path), str(stop)], stdout=subprocess.PIPE, text=True)
+def _run_reader_during(swap, path: Path, tmp_path: Path) -> tuple[dict, int]:
+    """The reader's counts, and the last version written: swaps until the reader saw enough of them."""
+    stop, ready, enough = tmp_path / "stop", tmp_path / "ready", tmp_path / "enough"
+    reader = subprocess.Popen([sys.executable, "-c", READER, *map(str, (path, stop, ready, enough))],
+                              stdout=subprocess.PIPE, text=True)
+    version = 0
     try:
-        time.sleep(0.3)  # the reader is polling before the first swap
-        for version in range(1, SWAPS + 1):
+        while not ready.exists():  # the reader is polling before the first swap
+            assert reader.poll() is None, "the reader died"
+            time.sleep(0.01)
+        while not enough.exists() and version < MAX_SWAPS:
+            version += 1
             swap(version)
     finally:
         stop.touch()
-        out, _ = reader.communicate(timeout=30)
-    return json.loads(out)
+        out, _ = reader.communicate(timeout=60)
+    for marker in (stop, ready, enough):
+        marker.unlink(missing_ok=True)
+    return json.loads(out), version
 
 
 def test_directory_never_missing_nor_half_written_during_many_swaps(tmp_path):
     bundle = tmp_path / "bundle"
     atomic.replace_directory(bundle, _payload(0))
-    seen = _run_reader_during(lambda v: atomic.replace_directory(bundle, _payload(v)), bundle, tmp_path)
-    assert seen["seen"] > SWAPS, f"the reader barely ran ({seen}); the test proves nothing"
-    assert seen["versions"] > 1, f"the reader never saw a swap happen ({seen})"
+    seen, last = _run_reader_during(lambda v: atomic.replace_directory(bundle, _payload(v)), bundle, tmp_path)
+    assert seen["versions"] >= ENOUGH_VERSIONS, f"the reader barely ran ({seen}); the test proves nothing"
     assert seen["missing"] == 0 and seen["torn"] == 0, seen
-    assert json.loads((bundle / "argv.json").read_text()) == [SWAPS]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "stop"], "retired copies left behind"
+    assert json.loads((bundle / "argv.json").read_text()) == [last]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"], "retired copies left behind"
 
 
 def test_file_never_missing_nor_half_written_during_many_rewrites(tmp_path):
     directory = tmp_path / "dir"
     atomic.write_text_atomically(directory / "payload.txt", _payload(0)["payload.txt"])
-    seen = _run_reader_during(
+    seen, _ = _run_reader_during(
         lambda v: atomic.write_text_atomically(directory / "payload.txt", _payload(v)["payload.txt"]), directory, tmp_path
     )
-    assert seen["seen"] > SWAPS and seen["versions"] > 1, seen
+    assert seen["versions"] >= ENOUGH_VERSIONS, seen
     assert seen["missing"] == 0 and seen["torn"] == 0, seen
     assert [p.name for p in directory.iterdir()] == ["payload.txt"], "temp files left behind"
     assert oct((directory / "payload.txt").stat().st_mode)[-3:] == "644"

@@ -193,6 +193,7 @@ class Engine:
         self.queued = 0
         self.running = 0
         self.finished_requests = 0
+        self.stall_began: float | None = None  # decode-stall: when the hanging forward began (monotonic)
         self.forward_ct_decode = 0
         # The engine's own clock of work: simulated seconds of prefill and decode this process has run. Every
         # duration a request reports is computed on it, never read off the host (a busy host paces the stream's
@@ -771,16 +772,24 @@ class Engine:
         /health and /metrics are served elsewhere and keep answering. Returns the simulated seconds stalled and
         whether the stall outlasted STALL_ABORT_AFTER_S (the request is then aborted)."""
         scale = self.knobs.time_scale
-        began = time.monotonic()
+        began = self.stall_began = time.monotonic()
         give_up = began + STALL_ABORT_AFTER_S * scale
-        while self.board.runtime(faults.DECODE_STALL) is not None:
-            if not self.is_current(epoch):
-                raise Restarted()
-            now = time.monotonic()
-            if now >= give_up:
-                return (now - began) / scale, True
-            time.sleep(min(0.05, give_up - now))
-        return (time.monotonic() - began) / scale, False
+        try:
+            while self.board.runtime(faults.DECODE_STALL) is not None:
+                if not self.is_current(epoch):
+                    raise Restarted()
+                now = time.monotonic()
+                if now >= give_up:
+                    return (now - began) / scale, True
+                time.sleep(min(0.05, give_up - now))
+            return (time.monotonic() - began) / scale, False
+        finally:
+            self.stall_began = None
+
+    def stalled_s(self) -> float:
+        """Simulated seconds the decode forward has hung so far (0: not stalled)."""
+        began = self.stall_began
+        return 0.0 if began is None else (time.monotonic() - began) / self.knobs.time_scale
 
     def _finish(
         self,

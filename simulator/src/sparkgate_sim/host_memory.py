@@ -23,6 +23,7 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from sparkgate_sim import faults
@@ -74,8 +75,9 @@ class HostMemory:
     A phase ramps the held figure linearly over its wall duration; updates from a superseded startup (an
     older epoch) are ignored."""
 
-    def __init__(self, time_scale: float):
+    def __init__(self, time_scale: float, clock: Callable[[], float] = time.monotonic):
         self._scale = time_scale
+        self._clock = clock
         self._lock = threading.Lock()
         self._epoch = 0
         self._from = self._to = 0.0
@@ -86,11 +88,11 @@ class HostMemory:
         with self._lock:
             self._epoch = epoch
             self._from = self._to = 0.0
-            self._t0 = self._t1 = time.monotonic()
+            self._t0 = self._t1 = self._clock()
 
     def ramp_to(self, epoch: int, gib: float, sim_seconds: float) -> None:
         """From what is held now to `gib` over `sim_seconds` of simulated time."""
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             if epoch != self._epoch:
                 return
@@ -103,7 +105,7 @@ class HostMemory:
 
     def held_gib(self) -> float:
         with self._lock:
-            return self._held(time.monotonic())
+            return self._held(self._clock())
 
     def _held(self, now: float) -> float:
         if now >= self._t1 or self._t1 <= self._t0:
@@ -193,6 +195,7 @@ class MeminfoWriter:
         self._log = log
         self._lock = threading.Lock()  # one write (temp file + replace) at a time
         self._tick = 0
+        self.failed_writes = 0  # with self._tick (every attempt): the admin stats' count of attempts and failures
         self._last_error: str | None = None
         self._final = False
 
@@ -218,11 +221,16 @@ class MeminfoWriter:
             try:
                 self._replace(text)
             except OSError as exc:
+                self.failed_writes += 1
                 self._report(f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
             else:
                 self._last_error = None
             if released:
                 self._final = True
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return {"writes": self._tick, "failed_writes": self.failed_writes}
 
     def _replace(self, text: str) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

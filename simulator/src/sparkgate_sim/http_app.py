@@ -365,6 +365,9 @@ class SimHandler(BaseHTTPRequestHandler):
                 "since": engine.launched_at,
                 "image": engine.image.name,
                 "time_scale": engine.knobs.time_scale,
+                # SPARKGATE_SIM_HOST_MEMINFO's writer: attempts so far (a test waits on writes, not on the clock)
+                "host_meminfo": engine.meminfo.counts() if engine.meminfo is not None else None,
+                "decode_stalled_s": round(engine.stalled_s(), 3),  # simulated seconds the decode has hung
             },
         )
 

@@ -76,6 +76,15 @@ def wait_for(sim, condition, timeout: float = 20.0) -> dict:
     raise AssertionError(f"not reached within {timeout} s; last reading {reading}")
 
 
+def wait_stalled(sim, sim_seconds: float, timeout: float = 60.0) -> float:
+    """Until the simulator's decode has hung `sim_seconds` of its own (simulated) time; returns how long it had."""
+    deadline = time.monotonic() + timeout
+    while (stalled := sim.get("/admin/stats").json()["decode_stalled_s"]) < sim_seconds:
+        assert time.monotonic() < deadline, f"the decode hung only {stalled} simulated s in {timeout} s"
+        time.sleep(0.01)
+    return stalled
+
+
 def test_the_progress_series_exist_at_ready_with_sglangs_labels(start_profile):
     sim = start_profile("baseline")
     idle_prefill = read(sim)["prefill"]  # the warmup's, and one per /health the start polled
@@ -178,7 +187,7 @@ def test_decode_stall_stops_the_stream_and_the_counter_while_health_answers(star
     # The request decodes up to its first decode-log report (running 1 published), then hangs.
     stalled = wait_for(sim, lambda r: r["running"] == 1)
     assert stalled["decode"] == WARMUP_DECODE + INTERVAL
-    time.sleep(0.2)  # the chunk of the reporting iteration is on its way: let it arrive
+    wait_stalled(sim, 0.5)  # the next decode forward hangs
     began = time.monotonic()
     assert read(sim) == stalled
     waiting = Stream(sim, max_new_tokens=5, text=PROMPT + " Short.")  # queues behind the hung request
@@ -186,7 +195,7 @@ def test_decode_stall_stops_the_stream_and_the_counter_while_health_answers(star
     for path in ("/health", "/health_generate"):
         resp = sim.get(path)
         assert (resp.status, resp.body) == (200, b""), path
-    time.sleep(1.0)  # 20 simulated seconds: a healthy Spark makes ~750 tokens in that time
+    hung_s = wait_stalled(sim, 20.0)  # a healthy Spark makes ~750 tokens in 20 s
     later = read(sim)
     ended = time.monotonic()
     assert later == stalled  # no token counted, no request finished, the gauges as last published
@@ -202,12 +211,15 @@ def test_decode_stall_stops_the_stream_and_the_counter_while_health_answers(star
     assert not stream.is_alive() and not waiting.is_alive()
 
     chunks = stream.chunks()
-    assert not [t for t, _ in chunks if began <= t <= ended]  # nothing streamed while hung, not even keep-alives
-    before_hang = [e["meta_info"]["completion_tokens"] for t, e in chunks if t < began]
+    # Nothing streamed while hung, not even keep-alives: at most the reporting iteration's own chunk, on its way
+    # when the forward hung (a loaded host delivers it late).
+    while_hung = [e["meta_info"]["completion_tokens"] for t, e in chunks if began <= t <= ended]
+    assert while_hung in ([], [1 + INTERVAL]), while_hung
+    before_hang = [e["meta_info"]["completion_tokens"] for t, e in chunks if t <= ended]
     assert max(before_hang) == 1 + INTERVAL  # the prefill's token and 40 decode iterations
     meta = stream.final_meta()
     assert meta["completion_tokens"] == TOKENS and meta["finish_reason"]["type"] == "length"
-    assert meta["e2e_latency"] > (ended - began) / scale  # the hang is part of the request's latency
+    assert meta["e2e_latency"] > hung_s  # the hang is part of the request's latency
     assert waiting.final_meta()["completion_tokens"] == 5
     after = read(sim)
     assert after["decode"] == WARMUP_DECODE + TOKENS - 1 + 4
@@ -218,10 +230,9 @@ def test_decode_stall_is_bounded_by_an_abort(start_profile):
     scale = 0.002  # the 600 simulated seconds of the bound take 1.2 s
     sim = start_profile("baseline", {"SPARKGATE_SIM_FAULTS": faults.DECODE_STALL}, scale=scale)
     stream = Stream(sim)
-    started = time.monotonic()
     stream.start()
-    stream.join(timeout=30)
-    assert not stream.is_alive() and time.monotonic() - started > 1.0
+    stream.join(timeout=60)
+    assert not stream.is_alive()
     meta = stream.final_meta()
     assert meta["finish_reason"] == {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
     assert meta["completion_tokens"] == 1 + INTERVAL and meta["e2e_latency"] >= 600
@@ -238,9 +249,9 @@ def test_decode_stall_set_through_the_admin_endpoint_stops_a_running_stream_at_i
     wait_for(sim, lambda r: r["running"] == 1)  # past its first decode-log report
     state = sim.post("/admin/faults", {"add": [faults.DECODE_STALL]}).json()
     assert state["active"] == [faults.DECODE_STALL] and state["pending_restart"] == []  # runtime: at once
-    time.sleep(0.2)
+    wait_stalled(sim, 0.5)
     hung = read(sim)
-    time.sleep(0.5)  # 10 simulated seconds
+    wait_stalled(sim, 10.0)
     assert read(sim) == hung and hung["running"] == 1
     assert WARMUP_DECODE + INTERVAL <= hung["decode"] < WARMUP_DECODE + TOKENS - 1
     sim.post("/admin/faults", {"remove": [faults.DECODE_STALL]})
