@@ -36,6 +36,8 @@ CHECKS = {
     "mtp.accept_length": Stage.CALIBRATION,
     **mtp_recheck.CHECKS,  # after admission: acceptance judged by the sentinel's own probe
 }
+# The checks whose `observed[figure]` is that figure (the sentinel's history and status page read them from here).
+FIGURES = {"accept_length": ("mtp.accept_length", "sentinel.accept_probe")}
 # Sentinel gauges: name -> (help, path into the latest full verification's verdict).
 GAUGES = {
     "sparkgate_accept_length": ("MTP accept length measured by the latest calibration.",

@@ -17,7 +17,7 @@ import re
 import time
 from typing import Any
 
-from sparkgate.sentinel.state import CLOSED, OPEN, VERIFYING, WAITING, number
+from sparkgate.sentinel.state import CALIBRATION_ACCEPT_CHECKS, CLOSED, OPEN, PROBE_CHECKS, VERIFYING, WAITING, number
 
 PATH = "/sparkgate/"
 BARE_PATH = "/sparkgate"  # redirected to PATH
@@ -44,8 +44,7 @@ PLOT_W, PLOT_H = 360, 130
 PLOT_LEFT, PLOT_RIGHT, PLOT_TOP, PLOT_BOTTOM = 48, 10, 10, 24
 PLOTS = (  # (history key, title, unit, checks whose `expected` ">= X" gives the threshold line)
     ("decode_tok_s", "Decode speed", "tok/s", ("engine.speed_floor", "engine.speed_vs_baseline")),
-    ("accept_length", "Accept length", "tokens/step", ("sentinel.accept_probe", "sentinel.dspark_accept_probe",
-                                                       "mtp.accept_length", "dspark.accept_length")),
+    ("accept_length", "Accept length", "tokens/step", (*PROBE_CHECKS, *CALIBRATION_ACCEPT_CHECKS)),
     ("mem_available_gib", "Host memory available", "GiB", ("host.memory_headroom",)),
 )
 STATE_CLASSES = {OPEN: "open", CLOSED: "closed", VERIFYING: "verifying", WAITING: "waiting"}

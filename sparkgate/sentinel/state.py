@@ -19,7 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkgate import optimizations
 from sparkgate.evidence import context_bands
+from sparkgate.evidence.stages import Stage
 
 WAITING = "waiting"  # engine not healthy yet
 VERIFYING = "verifying"  # full verification in progress, nothing refused yet; gate closed
@@ -32,8 +34,8 @@ MAX_NAME_CHARS = 200
 # Where the history's numbers live. Re-check: the host memory check (every period) and the speculative acceptance
 # probes (when they ran; sentinel/service.py re-checks, optimizations/mtp_recheck.py). Full verdict: calibration.
 MEMORY_CHECK = "host.memory_headroom"
-PROBE_CHECKS = ("sentinel.accept_probe", "sentinel.dspark_accept_probe")
-CALIBRATION_ACCEPT_CHECKS = ("mtp.accept_length", "dspark.accept_length")
+PROBE_CHECKS = optimizations.figure_checks("accept_length", Stage.RECHECK_ONLY)
+CALIBRATION_ACCEPT_CHECKS = optimizations.figure_checks("accept_length", Stage.CALIBRATION)
 CALIBRATION_SPEED_CHECKS = ("engine.speed_floor", "engine.speed_vs_baseline")
 
 

@@ -15,6 +15,7 @@ import types
 import pytest
 from pydantic import create_model
 
+from sparkgate import optimizations
 from sparkgate.bundle import expectations as expectations_mod
 from sparkgate.evidence import catalog, common, logs
 from sparkgate.evidence.gather import Evidence
@@ -142,6 +143,18 @@ def test_a_check_declared_twice_is_refused(monkeypatch):
     monkeypatch.setitem(REGISTRY, "noop", module)
     with pytest.raises(catalog.DuplicateCheck, match="humming.config_echo"):
         catalog.declared()
+
+
+def test_figures_name_checks_their_module_declares_and_the_sentinel_reads_them_from_there():
+    from sparkgate.sentinel import page, state
+
+    for module in optimizations.REGISTRY.values():
+        for names in getattr(module, "FIGURES", {}).values():
+            assert set(names) <= set(module.CHECKS), module.KEY
+    assert state.PROBE_CHECKS == ("sentinel.accept_probe", "sentinel.dspark_accept_probe")
+    assert state.CALIBRATION_ACCEPT_CHECKS == ("mtp.accept_length", "dspark.accept_length")
+    assert dict((key, checks) for key, _, _, checks in page.PLOTS)["accept_length"] == (
+        *state.PROBE_CHECKS, *state.CALIBRATION_ACCEPT_CHECKS)
 
 
 def test_the_committed_catalog_is_fresh():
