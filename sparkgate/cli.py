@@ -95,15 +95,10 @@ def cmd_build_guard(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     if args.replay:
-        live = [flag for flag, given in (("--engine-url", args.engine_url), ("--profile", args.profile),
-                                         ("--expectations", args.expectations), ("--log-file", args.log_file),
-                                         ("--container", args.container), ("--time-scale", args.time_scale),
-                                         ("--api-key-file", args.api_key_file),
-                                         ("--admin-key-file", args.admin_key_file),
-                                         ("--no-calibrate", args.no_calibrate)) if given]
-        if live:
-            raise commands.UsageError(f"--replay judges a capture file alone: drop {', '.join(live)}")
-        commands.replay_capture(args.replay, json_out=args.json)
+        commands.replay_capture(args.replay, json_out=args.json, engine_url=args.engine_url, profile=args.profile,
+                                expectations=args.expectations, log_file=args.log_file, container=args.container,
+                                time_scale=args.time_scale, api_key_file=args.api_key_file,
+                                admin_key_file=args.admin_key_file, no_calibrate=args.no_calibrate)
         return 0
     if not args.engine_url:
         raise commands.UsageError("give --engine-url (a live engine) or --replay FILE (a capture)")

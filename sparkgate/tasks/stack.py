@@ -172,14 +172,10 @@ def verify(c, engine_url=None, profile=None, expectations=None, log_file=None, c
     """Prove from runtime evidence that the profile's optimizations engaged (exit 1 if not); or, with --replay,
     judge a capture again offline."""
     if replay:
-        live = [flag for flag, given in (("--engine-url", engine_url), ("--profile", profile),
-                                         ("--expectations", expectations), ("--log-file", log_file),
-                                         ("--container", container), ("--time-scale", time_scale),
-                                         ("--api-key-file", api_key_file), ("--admin-key-file", admin_key_file),
-                                         ("--no-calibrate", no_calibrate)) if given]
-        if live:
-            raise commands.UsageError(f"--replay judges a capture file alone: drop {', '.join(live)}")
-        commands.replay_capture(replay, json_out=json_out)
+        commands.replay_capture(replay, json_out=json_out, engine_url=engine_url, profile=profile,
+                                expectations=expectations, log_file=log_file, container=container,
+                                time_scale=time_scale, api_key_file=api_key_file, admin_key_file=admin_key_file,
+                                no_calibrate=no_calibrate)
         return
     require(engine_url, "engine-url", "invoke verify --profile all-three --engine-url http://127.0.0.1:30000")
     commands.verify_engine(

@@ -239,6 +239,16 @@ def test_replay_with_live_flags_is_a_usage_error(capsys):
     assert "--engine-url" in capsys.readouterr().err
 
 
+def test_the_invoke_task_refuses_live_flags_with_replay_by_the_same_rule():
+    from invoke import Exit
+
+    from sparkgate.tasks import stack
+
+    with pytest.raises(Exit, match=r"--replay judges a capture file alone: drop --profile, --no-calibrate$") as refused:
+        stack.verify.body(None, replay=str(HEALTHY), profile="all-three", no_calibrate=True)
+    assert refused.value.code == 2
+
+
 def test_a_capture_the_code_cannot_rejudge_is_refused_not_judged(tmp_path, capsys):
     captured = capture.read(HEALTHY)
     cut = captured.recording.model_copy(update={"exchanges": captured.recording.exchanges[:3]})
