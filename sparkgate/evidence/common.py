@@ -3,6 +3,7 @@ settings, speed."""
 
 from __future__ import annotations
 
+from sparkgate import optimizations
 from sparkgate.evidence import admin_probe
 from sparkgate.evidence import metrics as metrics_mod
 from sparkgate.evidence.calibration import CalibrationResult
@@ -133,7 +134,7 @@ def probe_report(ev: Evidence) -> CheckResult:
     # An optimization's own parts of the report (MTP: the draft's record, LM-head sharing).
     for key, module in REGISTRY.items():
         if ev.requested(key):
-            problems += module.probe_report_problems(report)
+            problems += optimizations.part(module, "probe_report_problems")(report)
     return checked("engine.probe_report", not problems, problems or "complete", "complete report", source, hint)
 
 

@@ -6,18 +6,32 @@ Each module exposes:
 - ownership: OWNED_ENV (variables only it may set) and OWNED_FLAGS (flag -> values, None for any value,
   only it may ask SGLang for), GATE_WOULD_MISS (what the gate could not check if they were set elsewhere);
 - rules(ctx): its conflict rules; expectations(profile): what expectations.json records for it;
-- evidence: CHECKS (name -> stage, evidence/stages.py, for every check it can emit), checks(ev),
-  probe_report_problems(report) (its parts of the probe report);
-- CONFIG_KEYS: its /server_info fields recorded with every verdict; FIGURES (optional): figure -> the checks
-  whose `observed[figure]` carries it (the sentinel's history and status page);
-- after admission: start_rechecks(ctx), rechecks(ctx) (evidence/recheck.py), GAUGES (sentinel metrics).
+- evidence: CHECKS (name -> stage, evidence/stages.py, for every check it can emit), checks(ev);
+- CONFIG_KEYS: its /server_info fields recorded with every verdict;
+and, only where it has them (OPTIONAL: what leaving one out means; read them with part()):
+- probe_report_problems(report) (its parts of the probe report);
+- after admission: start_rechecks(ctx), rechecks(ctx) (evidence/recheck.py), GAUGES (sentinel metrics);
+- FIGURES: figure -> the checks whose `observed[figure]` carries it (the sentinel's history and status page).
 
 A new optimization is its module, a REGISTRY entry, model.Optimizations (built from REGISTRY), a profile
 and its docs page; evidence/, sentinel/ and rules.py read everything else from here.
 """
 
+from types import ModuleType
+from typing import Any
+
 from sparkgate.evidence.stages import Stage
 from sparkgate.optimizations import dspark, fp8_lm_head, humming, mtp
+
+# What a module that leaves out one of these parts has: nothing of its own there (its checks are re-checked
+# with the common stages, evidence/recheck.py).
+OPTIONAL: dict[str, Any] = {
+    "probe_report_problems": lambda report: [],
+    "start_rechecks": lambda ctx: None,
+    "rechecks": lambda ctx: [],
+    "GAUGES": {},
+    "FIGURES": {},
+}
 
 REGISTRY = {
     humming.KEY: humming,
@@ -29,5 +43,10 @@ REGISTRY = {
 
 def figure_checks(figure: str, stage: Stage | None = None) -> tuple[str, ...]:
     """Every optimization's checks that observe `figure` (its FIGURES), in registry order; of `stage` when given."""
-    return tuple(name for module in REGISTRY.values() for name in getattr(module, "FIGURES", {}).get(figure, ())
+    return tuple(name for module in REGISTRY.values() for name in part(module, "FIGURES").get(figure, ())
                  if stage is None or module.CHECKS[name] == stage)
+
+
+def part(module: ModuleType, name: str) -> Any:
+    """One of a module's OPTIONAL parts: its own, or what leaving it out means."""
+    return getattr(module, name, OPTIONAL[name])

@@ -60,8 +60,7 @@ CHECKS = {
 RECHECK_NAMES = {name: name.replace("sentinel.", "sentinel.dspark_", 1) for name in mtp_recheck.CHECKS}
 CHECKS.update({RECHECK_NAMES[name]: stage for name, stage in mtp_recheck.CHECKS.items()})
 FIGURES = {"accept_length": ("dspark.accept_length", RECHECK_NAMES["sentinel.accept_probe"])}  # as mtp.FIGURES
-# The calibration accept length is already a sentinel gauge (sparkgate_accept_length) for every profile.
-GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {}
+# No GAUGES: the calibration accept length is already a sentinel gauge (sparkgate_accept_length) for every profile.
 SERVER_ARGS = {
     "algorithm": conformance.server_arg("speculative_algorithm"),
     "num_draft_tokens": conformance.server_arg("speculative_num_draft_tokens"),

@@ -18,7 +18,6 @@ from sparkgate.sglang import conformance, fork
 from sparkgate.sglang import flags as F
 
 if TYPE_CHECKING:
-    from sparkgate.evidence.recheck import RecheckContext
     from sparkgate.profile.context import RuleContext
     from sparkgate.profile.model import Profile
     from sparkgate.profile.problems import Problem
@@ -36,7 +35,6 @@ CHECKS = {
     "fp8_lm_head.target_head": Stage.PROBE_REPORT,
     "fp8_lm_head.log_signature": Stage.ENGINE_LOG,
 }
-GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {}
 # /server_info fields recorded with every verdict (`engine` in the verdict JSON; bench reads them).
 CONFIG_KEYS = (conformance.server_arg("enable_fp32_lm_head"),)
 LOG_SIGNATURE = fork.FP8_LM_HEAD_LOG  # fork-only: stock 0.5.23 never logs it
@@ -102,17 +100,8 @@ def expectations(profile: Profile) -> dict:
 # --- evidence ------------------------------------------------------------------------------------
 
 
-def probe_report_problems(report: dict) -> list[str]:
-    return []  # the target's lm_head record is required of every profile (engine.probe_report)
-
-
-def start_rechecks(ctx: RecheckContext) -> None:
-    return None
-
-
-def rechecks(ctx: RecheckContext) -> list[CheckResult]:
-    return []  # every check above but the log signature is re-checked with the common stages
-
+# No probe-report part of its own (engine.probe_report requires the target's lm_head record of every profile) and
+# no re-checks of its own: every check but the log signature is re-checked with the common stages.
 
 def checks(ev: Evidence) -> list[CheckResult]:
     results = []

@@ -16,7 +16,6 @@ from sparkgate.sglang import conformance
 from sparkgate.sglang import flags as F
 
 if TYPE_CHECKING:
-    from sparkgate.evidence.recheck import RecheckContext
     from sparkgate.profile.context import RuleContext
     from sparkgate.profile.model import Profile
     from sparkgate.profile.problems import Problem
@@ -33,7 +32,6 @@ CHECKS = {
     "humming.moe_layers_draft": Stage.PROBE_REPORT,
     "humming.log_signature": Stage.ENGINE_LOG,
 }
-GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {}
 # /server_info fields recorded with every verdict (`engine` in the verdict JSON; bench reads them).
 CONFIG_KEYS = (conformance.server_arg("moe_runner_backend"),)
 # FusedMoE quant methods that actually run Humming kernels (anything else is a fallback).
@@ -101,17 +99,8 @@ def expectations(profile: Profile) -> dict:
 # --- evidence ------------------------------------------------------------------------------------
 
 
-def probe_report_problems(report: dict) -> list[str]:
-    return []  # the MoE-layer facts are judged by humming.moe_layers_*
-
-
-def start_rechecks(ctx: RecheckContext) -> None:
-    return None
-
-
-def rechecks(ctx: RecheckContext) -> list[CheckResult]:
-    return []  # every check above but the log signature is re-checked with the common stages
-
+# No probe-report part of its own (humming.moe_layers_* judge the MoE layers) and no re-checks of its own: every
+# check but the log signature is re-checked with the common stages.
 
 def checks(ev: Evidence) -> list[CheckResult]:
     results = []

@@ -9,6 +9,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from sparkgate import optimizations
 from sparkgate.optimizations import REGISTRY
 from sparkgate.sentinel import page
 from sparkgate.sentinel.state import GateState
@@ -67,7 +68,7 @@ def _metrics(state: GateState) -> str:
     lines += _speculation_lines(snap.get("speculation_by_context"), label, number)
     verification = (snap.get("full") or {}).get("verification") or {}
     for module in REGISTRY.values():  # each optimization's gauges, read from the latest full verdict
-        for name, (help_text, path) in module.GAUGES.items():
+        for name, (help_text, path) in optimizations.part(module, "GAUGES").items():
             value = _at(verification, path)
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge",
                       f"{name} {value if isinstance(value, (int, float)) else 'NaN'}"]

@@ -25,6 +25,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparkgate import optimizations
 from sparkgate.evidence import answers, calibration, capture, context_bands, host_memory, logs, stall, startup
 from sparkgate.evidence.client import EngineClient, EngineUnreachable
 from sparkgate.evidence.gather import gather
@@ -291,7 +292,7 @@ class Sentinel:
         for key, ctx in self.module_contexts.items():
             ctx.client = self.quick_client  # the client of this moment (tests swap in a fake engine)
             ctx.state = {}
-            REGISTRY[key].start_rechecks(ctx)
+            optimizations.part(REGISTRY[key], "start_rechecks")(ctx)
         self.answers_context.client, self.answers_context.state = self.quick_client, {}
         answers.start_rechecks(self.answers_context, ((self.state.full or {}).get("verification") or {}).get("answers"))
         self.host_context.state = {}
@@ -314,7 +315,7 @@ class Sentinel:
         try:
             results.extend(stall.rechecks(self.stall_context))  # first: before any probe adds tokens
             for key, ctx in self.module_contexts.items():
-                results.extend(REGISTRY[key].rechecks(ctx))
+                results.extend(optimizations.part(REGISTRY[key], "rechecks")(ctx))
             results.extend(answers.rechecks(self.answers_context))
             self.state.answers_checked = answers.last_checked(self.answers_context)
             results.extend(host_memory.rechecks(self.host_context))

@@ -31,7 +31,7 @@ from sparkgate.sentinel.service import Sentinel, SentinelConfig
 
 SCALE = 0.05
 CONTRACT = ("KEY", "DOCS", "Settings", "flags", "env", "OWNED_ENV", "OWNED_FLAGS", "GATE_WOULD_MISS", "rules",
-            "expectations", "CHECKS", "checks", "probe_report_problems", "start_rechecks", "rechecks", "GAUGES", "CONFIG_KEYS")
+            "expectations", "CHECKS", "checks", "CONFIG_KEYS")
 
 
 # --- the do-nothing optimization --------------------------------------------------------------------------
@@ -67,7 +67,6 @@ def noop_module() -> types.ModuleType:
         CHECKS={"noop.config_echo": Stage.CONFIGURATION, "noop.calibrated": Stage.CALIBRATION,
                 "noop.watch": Stage.RECHECK_ONLY},
         checks=noop_checks,
-        probe_report_problems=lambda report: [],
         start_rechecks=noop_start_rechecks, rechecks=noop_rechecks,
         GAUGES={"sparkgate_noop_elapsed": ("Calibration time, from the noop module.", ("calibration", "elapsed_s"))},
         CONFIG_KEYS=("context_length",),
@@ -143,6 +142,15 @@ def test_a_check_declared_twice_is_refused(monkeypatch):
     monkeypatch.setitem(REGISTRY, "noop", module)
     with pytest.raises(catalog.DuplicateCheck, match="humming.config_echo"):
         catalog.declared()
+
+
+def test_optional_parts_are_their_documented_kinds_where_a_module_has_them():
+    assert not set(optimizations.OPTIONAL) & set(CONTRACT)
+    for module in REGISTRY.values():
+        for name, absent in optimizations.OPTIONAL.items():
+            own = optimizations.part(module, name)
+            assert callable(own) if callable(absent) else isinstance(own, dict), (module.KEY, name)
+    assert optimizations.part(REGISTRY["humming"], "rechecks")(None) == []  # left out: nothing of its own
 
 
 def test_figures_name_checks_their_module_declares_and_the_sentinel_reads_them_from_there():
