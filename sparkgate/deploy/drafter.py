@@ -46,6 +46,13 @@ class Pin:
     architecture: str
     block_size: int
 
+    @classmethod
+    def of(cls, settings) -> Pin | None:
+        """The pin of a profile's `optimizations.dspark` settings; None when DSpark is off."""
+        if not settings.enabled:
+            return None
+        return cls(settings.drafter_repo, settings.drafter_revision, settings.drafter_architecture, settings.block_size)
+
     def download_command(self, directory: Path) -> str:
         return shlex.join(["hf", "download", self.repo, "--revision", self.revision, "--local-dir", str(directory)])
 

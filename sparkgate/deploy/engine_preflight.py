@@ -11,6 +11,7 @@ Compose's to build. Under `invoke deploy` the same checks already passed on the 
 from __future__ import annotations
 
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -54,14 +55,13 @@ def plan(profile, reference: str, cache_dirs: tuple[str, ...]) -> Plan:
     """What the engine container checks for `profile` (paths as mounted in the container)."""
     expect = checkpoint.Expect.from_profile(profile, reference)
     floor, why = preflight.memory_floor(profile)
-    dspark = profile.optimizations.dspark
+    drafter_pin = drafter.Pin.of(profile.optimizations.dspark)
     return Plan(
         mem_min_gib=floor, mem_why=why, model_dir=profile.model.path,
         checkpoint=CheckpointPin(repo=expect.repo, revision=expect.revision, architecture=expect.architecture,
                                  mtp=expect.mtp, humming=expect.humming, pull=expect.pull),
-        drafter=DrafterPin(directory=dspark.draft_model_path, repo=dspark.drafter_repo,
-                           revision=dspark.drafter_revision, architecture=dspark.drafter_architecture,
-                           block_size=dspark.block_size) if dspark.enabled else None,
+        drafter=DrafterPin(directory=profile.optimizations.dspark.draft_model_path, **asdict(drafter_pin))
+        if drafter_pin is not None else None,
         cache_dirs=cache_dirs,
     )
 
@@ -75,7 +75,7 @@ def findings(checks: Plan) -> list[PreflightFinding]:
               or [PreflightFinding("model checkpoint", True, checks.model_dir)])
     if checks.drafter is not None:
         d = checks.drafter
-        lines = drafter.problems(Path(d.directory), drafter.Pin(d.repo, d.revision, d.architecture, d.block_size))
+        lines = drafter.problems(Path(d.directory), drafter.Pin(**d.model_dump(exclude={"directory"})))
         found += ([PreflightFinding("dspark drafter", False, line) for line in lines]
                   or [PreflightFinding("dspark drafter", True, d.directory)])
     for directory in checks.cache_dirs:

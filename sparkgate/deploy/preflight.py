@@ -194,17 +194,15 @@ def dspark_drafter(profile, say: Callable[[str], None] = lambda _: None,
                    directory: Path | None = None) -> list[PreflightFinding]:
     """The DSpark drafter directory, when the profile enables DSpark: one finding per fault (see
     sparkgate/deploy/drafter.py), or one passing finding."""
-    settings = profile.optimizations.dspark
-    if not settings.enabled:
+    pin = drafter.Pin.of(profile.optimizations.dspark)
+    if pin is None:
         return []
-    directory = directory or dspark_drafter_dir(settings.draft_model_path)
-    pin = drafter.Pin(settings.drafter_repo, settings.drafter_revision, settings.drafter_architecture,
-                      settings.block_size)
+    directory = directory or dspark_drafter_dir(profile.optimizations.dspark.draft_model_path)
     found = drafter.problems(directory, pin, say)
     if found:
         return [PreflightFinding("dspark drafter", False, line) for line in found]
-    return [PreflightFinding("dspark drafter", True, f"{directory}: {settings.drafter_architecture} at "
-                             f"{settings.drafter_revision[:12]}, every file as downloaded, none added")]
+    return [PreflightFinding("dspark drafter", True, f"{directory}: {pin.architecture} at {pin.revision[:12]}, every "
+                             "file as downloaded, none added")]
 
 
 def memory(mem_min_gib: float = SPARK_MIN_MEM_AVAILABLE_GIB, why: str = "") -> PreflightFinding:

@@ -79,11 +79,11 @@ def sources(loaded, revision: str | None = None, directory: Path | None = None,
                           "--revision <40-hex> or set model.revision in the profile")
     found = [Source("checkpoint", repo, pinned, _plain(directory) or preflight.model_dir(profile.model.path),
                     profile.model.architecture, directory is not None)]
-    dspark = profile.optimizations.dspark
-    if dspark.enabled:
-        found.append(Source("drafter", dspark.drafter_repo, dspark.drafter_revision,
-                            _plain(drafter_directory) or preflight.dspark_drafter_dir(dspark.draft_model_path),
-                            dspark.drafter_architecture, drafter_directory is not None))
+    pin = drafter.Pin.of(profile.optimizations.dspark)
+    if pin is not None:
+        found.append(Source("drafter", pin.repo, pin.revision, _plain(drafter_directory)
+                            or preflight.dspark_drafter_dir(profile.optimizations.dspark.draft_model_path),
+                            pin.architecture, drafter_directory is not None))
     return found
 
 

@@ -14,18 +14,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 
+from sparkgate.deploy.drafter import Pin
 from sparkgate.errors import run_cli
 from sparkgate.profile import loading as profiles
 
 
 def pin(profile, target: str) -> dict | None:
     """{repo, revision, architecture, block_size} of the drafter a `target` host needs, or None."""
-    settings = profile.optimizations.dspark
-    if not settings.enabled or target != "spark":
-        return None
-    return {"repo": settings.drafter_repo, "revision": settings.drafter_revision,
-            "architecture": settings.drafter_architecture, "block_size": settings.block_size}
+    drafter_pin = Pin.of(profile.optimizations.dspark)
+    return asdict(drafter_pin) if drafter_pin is not None and target == "spark" else None
 
 
 def host_vars(profile_name: str, target: str = "spark") -> dict:
