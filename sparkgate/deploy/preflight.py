@@ -126,7 +126,7 @@ def api_key(bind: str, key_file: str | None) -> PreflightFinding:
 def images_present(references: list[str]) -> PreflightFinding:
     missing = [ref for ref in references if docker_cli.image_id(ref) is None]
     if missing:
-        return PreflightFinding("images", False, f"missing {', '.join(missing)}. Fix: `invoke images.sim` builds "
+        return PreflightFinding("images", False, f"missing {', '.join(missing)}. Fix: `invoke images.runtime` builds "
                                 "the runtime image (after `invoke images.base` on a new host); `invoke images.spark` "
                                 "builds the Spark engine image on the Spark")
     return PreflightFinding("images", True, ", ".join(references))

@@ -56,7 +56,7 @@ def export(options: release_mod.ReleaseOptions, say: Callable[[str], None] = pri
         for ref in rendered["images"]:
             image_id = docker_cli.image_id(ref)
             if image_id is None:
-                raise ExportError(f"images: {ref} is not on this machine. Fix: build it (`invoke images.sim`) or pull it "
+                raise ExportError(f"images: {ref} is not on this machine. Fix: build it (`invoke images.runtime`) or pull it "
                                   "by digest, then export again")
             ids[ref] = image_id
         say(f"docker save {' '.join(rendered['images'])} -> images.tar")

@@ -34,9 +34,11 @@ def base(c, rebuild=False, tag=BASE_TAG, dry_run=False):
     image_build.build_base(rebuild=rebuild, tag=tag, dry_run=dry_run)
 
 
-@sparkgate_task("images.sim", help={"no_cache": "build without the layer cache", "dry_run": "print the command and do nothing"})
-def sim(c, no_cache=False, dry_run=False):
-    """Build the runtime image (simulator, sentinel, gateway; images.lock.yaml local_images) offline: --network none.
+@sparkgate_task("images.runtime", help={"no_cache": "build without the layer cache",
+                                        "dry_run": "print the command and do nothing"})
+def runtime(c, no_cache=False, dry_run=False):
+    """Build the runtime image (sentinel and gateway on every target, the simulator's engine; images.lock.yaml
+    local_images) offline: --network none.
 
     Needs `images.base` and `images.wheels` first. sparkgate itself is built into a fresh wheel from the
     checkout each time, so the image always carries the current source.
@@ -76,7 +78,7 @@ def lock(c, dry_run=False):
     image_build.lock_instructions(dry_run=dry_run)
 
 
-ns = Collection("images", base, wheels, sim, prometheus, spark, lock)
+ns = Collection("images", base, wheels, runtime, prometheus, spark, lock)
 
 
 if __name__ == "__main__":

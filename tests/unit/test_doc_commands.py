@@ -95,7 +95,7 @@ def test_command_line_parses_against_the_real_signatures(doc, line):
 
 
 @pytest.mark.parametrize(("line", "expected"), [
-    ("invoke images.runtime", "invoke: no task or subcommand 'images.runtime'"),
+    ("invoke images.sim", "invoke: no task or subcommand 'images.sim'"),
     ("sparkgate fleet.deploy: rollout stopped", None),
     ("invoke deploy --profile all-three --tagret sim", "invoke deploy: no option --tagret"),
     ("sparkgate verify --replay FILE --bogus", "sparkgate verify: no option --bogus"),

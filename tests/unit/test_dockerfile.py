@@ -238,7 +238,7 @@ def test_runtime_build_backend_pin_equals_the_downloaded_wheels() -> None:
 
 
 def test_sim_image_builds_offline_on_the_mmdebstrap_base() -> None:
-    """CI's `images.sim`: the same Dockerfile and context as the compose files, on the local base, no network,
+    """CI's `images.runtime`: the same Dockerfile and context as the compose files, on the local base, no network,
     and pip never looks at an index when .ci/wheels holds the wheels."""
     argv = image_tasks.sim_build_argv(load_lock().local_images["sim"], REPO)
     assert argv[:4] == ["docker", "build", "--network", "none"]
