@@ -31,7 +31,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 
-from sparkgate.bench import answers
+from sparkgate.bench import gsm8k_scoring
 from sparkgate.bench.workloads import Item, Workload
 from sparkgate.sglang import request_timing
 
@@ -252,12 +252,12 @@ def run_one(target: Target, index: int, item: Item, sampling: Sampling, max_toke
     if record.accept_length is None and record.spec_verify_ct:
         record.accept_length = record.completion_tokens / record.spec_verify_ct
     if item.expected is not None:
-        extracted, how = answers.extract(record.output)
+        extracted, how = gsm8k_scoring.extract(record.output)
         if extracted is None:
-            extracted, how = answers.extract("".join(reasoning))
+            extracted, how = gsm8k_scoring.extract("".join(reasoning))
             how = f"reasoning {how}" if extracted is not None else how
         record.extracted, record.extracted_by = extracted, how
-        record.correct = answers.is_correct(extracted, item.expected)
+        record.correct = gsm8k_scoring.is_correct(extracted, item.expected)
     return record
 
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sparkgate.bench import answers, prompts
+from sparkgate.bench import gsm8k_scoring, prompts
 from sparkgate.errors import Refusal
 
 INSTRUCTION = (
@@ -137,7 +137,7 @@ def gsm8k(path: Path, shots_path: Path | None = None) -> Workload:
     shots = load_shots(shots_path)
     items = []
     for index, row in enumerate(rows):
-        expected = answers.reference_answer(row["answer"])
+        expected = gsm8k_scoring.reference_answer(row["answer"])
         if expected is None:
             raise WorkloadError(f"{path}: question {index + 1} has no '#### <number>' in its answer")
         items.append(Item(f"gsm8k-{index:04d}", few_shot_prompt(row["question"], shots), expected))

@@ -1,5 +1,5 @@
 """Every check sparkgate can emit, read from the declarations next to the code that emits it
-(`CHECKS` and `DOCS` in evidence/common.py and in each registered optimization module), and the
+(`CHECKS` and `DOCS` in evidence/engine_checks.py and in each registered optimization module), and the
 generated catalog in docs/checks/README.md.
 
 `python -m sparkgate.evidence.catalog` rewrites the catalog; `--check` fails when it is stale.
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkgate.atomic import write_text_atomically
-from sparkgate.evidence import answers, common, context_bands, host_memory, stall
+from sparkgate.evidence import answers, context_bands, engine_checks, host_memory, stall
 from sparkgate.evidence.context_bands import SPECULATIVE
 from sparkgate.evidence.stages import Stage
 from sparkgate.optimizations import REGISTRY
@@ -45,7 +45,7 @@ class DuplicateCheck(Exception):
 
 def declared() -> dict[str, Declared]:
     """Every declared check by name, common checks first, then each optimization in registry order."""
-    sources = [("engine", common.CHECKS, common.DOCS), ("engine", stall.CHECKS, stall.DOCS),
+    sources = [("engine", engine_checks.CHECKS, engine_checks.DOCS), ("engine", stall.CHECKS, stall.DOCS),
                ("answers", answers.CHECKS, answers.DOCS),
                ("host", host_memory.CHECKS, host_memory.DOCS),
                ("speculative", context_bands.CHECKS, context_bands.DOCS)]

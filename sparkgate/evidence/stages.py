@@ -1,7 +1,7 @@
 """The stages a check belongs to: the order of the verdict table, and whether the sentinel's cheap
 re-check runs the check again after admission.
 
-Every check declares its stage where it is written (`CHECKS` in evidence/common.py and in each
+Every check declares its stage where it is written (`CHECKS` in evidence/engine_checks.py and in each
 optimization module); sparkgate/evidence/catalog.py collects the declarations. This module imports
 nothing from sparkgate, so optimization modules can import it at top level.
 """

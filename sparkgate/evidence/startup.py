@@ -13,7 +13,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from sparkgate.evidence import catalog
-from sparkgate.evidence.common import CAPTURE_FAILED
+from sparkgate.evidence.engine_checks import CAPTURE_FAILED
 from sparkgate.evidence.gather import Evidence
 from sparkgate.evidence.logs import EngineLog
 from sparkgate.evidence.results import CheckResult, Verdict, failed

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 
-from sparkgate.evidence import answers, catalog, common, host_memory
+from sparkgate.evidence import answers, catalog, engine_checks, host_memory
 from sparkgate.evidence.client import EngineClient
 from sparkgate.evidence.gather import Evidence, gather
 from sparkgate.evidence.logs import EngineLog
@@ -53,7 +53,7 @@ def _declared(check: CheckResult) -> CheckResult:
 
 
 def run_checks(ev: Evidence) -> list[CheckResult]:
-    checks = common.run(ev) + answers.checks(ev.answers, ev.expectations)
+    checks = engine_checks.run(ev) + answers.checks(ev.answers, ev.expectations)
     if ev.meminfo_path is not None:  # the sentinel, on the engine's host
         memory = ev.host_memory or host_memory.HostMemory(None, "not read")
         checks.append(host_memory.headroom_check(memory, ev.meminfo_path, ev.expectations))

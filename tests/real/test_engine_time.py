@@ -17,7 +17,7 @@ import urllib.request
 import pytest
 
 from sparkgate.evidence import metrics as metrics_mod
-from sparkgate.evidence.common import CLIENT_SLACK_WALL_S, CLIENT_SLOWDOWN_FACTOR
+from sparkgate.evidence.engine_checks import CLIENT_SLACK_WALL_S, CLIENT_SLOWDOWN_FACTOR
 from sparkgate.sglang import request_timing
 
 pytestmark = pytest.mark.real

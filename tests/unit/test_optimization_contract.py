@@ -17,7 +17,7 @@ from pydantic import create_model
 
 from sparkgate import optimizations
 from sparkgate.bundle import expectations as expectations_mod
-from sparkgate.evidence import catalog, common, logs
+from sparkgate.evidence import catalog, engine_checks, logs
 from sparkgate.evidence.gather import Evidence
 from sparkgate.evidence.results import CheckResult, checked
 from sparkgate.evidence.stages import Stage
@@ -130,7 +130,7 @@ def test_every_emitted_check_is_declared():
 
 def test_an_undeclared_check_fails_closed_and_is_rechecked(monkeypatch):
     stray = checked("engine.stray", True, 1, 1, "test", "a check nobody declared")
-    monkeypatch.setattr(common, "run", lambda ev: [stray])
+    monkeypatch.setattr(engine_checks, "run", lambda ev: [stray])
     [result] = [c for c in run_checks(Evidence(expectations={"requested": []})) if c.name == "engine.stray"]
     assert stage_of(result) is None and rechecked(result)
     assert result.passed is False and "declares no stage" in result.hint

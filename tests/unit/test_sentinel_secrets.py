@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sparkgate.evidence import admin_probe, common
+from sparkgate.evidence import admin_probe, engine_checks
 from sparkgate.evidence.client import EngineClient
 from sparkgate.evidence.gather import Evidence
 from sparkgate.evidence.results import CheckResult
@@ -79,7 +79,7 @@ def check_for(engine, key_path) -> CheckResult:
     ev = Evidence(expectations={})
     # The caller's client may carry the engine's API key: the probe must not reuse it.
     ev.admin_key = admin_probe.probe(EngineClient(engine.url, api_key="user-api-key", timeout=2), key_path)
-    return common.admin_key_enforced(ev)
+    return engine_checks.admin_key_enforced(ev)
 
 
 def test_passes_when_the_engine_enforces_the_sentinels_key(engine_with, tmp_path):
@@ -113,7 +113,7 @@ def test_fails_closed_without_a_readable_key_file(engine_with, tmp_path):
 def test_fails_when_the_engine_does_not_answer(tmp_path):
     ev = Evidence(expectations={})
     ev.admin_key = admin_probe.probe(EngineClient("http://127.0.0.1:9", timeout=1), key_file(tmp_path))
-    result = common.admin_key_enforced(ev)
+    result = engine_checks.admin_key_enforced(ev)
     assert not result.passed and result.observed["without_key"] == 0
 
 
@@ -122,9 +122,9 @@ def test_check_is_reported_only_when_probed_and_rechecked_every_period(tmp_path)
                                "architecture": "A"},
                     "batch_size": 1, "speed": {}, "calibration": {"prompts": 1, "time_budget_s": 1}, "requested": []}
     ev = Evidence(expectations=expectations)
-    assert "engine.admin_key_enforced" not in {c.name for c in common.run(ev)}  # a bare `sparkgate verify`
+    assert "engine.admin_key_enforced" not in {c.name for c in engine_checks.run(ev)}  # a bare `sparkgate verify`
     ev.admin_key = admin_probe.AdminKeyProbe(key_file(tmp_path), error="unreadable")
-    checks = {c.name: c for c in common.run(ev)}
+    checks = {c.name: c for c in engine_checks.run(ev)}
     assert checks["engine.admin_key_enforced"].passed is False
     assert stage_of(checks["engine.admin_key_enforced"]).title == "identity and configuration"
     assert rechecked(checks["engine.admin_key_enforced"])  # the sentinel's re-check runs it

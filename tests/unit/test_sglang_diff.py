@@ -219,7 +219,7 @@ def test_every_fixture_entry_is_read_by_a_check_a_rule_or_the_simulator_or_named
 def test_an_entry_names_the_checks_that_read_it_not_every_check_of_its_module():
     fixture = conformance.fixture()
     capture = facts.readers_of_entry("log_formats", "capture_begin", fixture)
-    assert capture.checks == ("engine.cuda_graph_capture_log",)  # common.py declares 13 more
+    assert capture.checks == ("engine.cuda_graph_capture_log",)  # engine_checks.py declares 13 more
     assert facts.readers_of_entry("metrics", "cuda_graph_passes", fixture).checks == ("engine.cuda_graph_passes",)
     # A helper in another module (evidence/activity.py) used by several checks: exactly those checks, DSpark's
     # re-emitted names of MTP's re-checks included.

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkgate.bench import answers, workloads
+from sparkgate.bench import gsm8k_scoring, workloads
 
 SAMPLE = Path(__file__).resolve().parents[2] / "fixtures" / "bench" / "gsm8k-sample.jsonl"
 
@@ -19,7 +19,7 @@ def test_arith_answers_follow_from_the_question():
     # the sharing template: "<f> friends share <f * e> stickers equally" -> e
     item = workloads.arith(10, seed=3).items[3]
     question = item.prompt.rsplit("Question: ", 1)[1]
-    numbers = [int(n) for n in answers._ANY_NUMBER.findall(question)]
+    numbers = [int(n) for n in gsm8k_scoring._ANY_NUMBER.findall(question)]
     assert numbers[1] // numbers[0] == int(item.expected) and numbers[1] % numbers[0] == 0
 
 
@@ -27,7 +27,7 @@ def test_prompts_are_five_shot_and_end_with_the_question():
     item = workloads.arith(1).items[0]
     assert item.prompt.count("Question: ") == 6 and item.prompt.count("\n#### ") == 5
     assert item.prompt.endswith("Answer:")
-    assert all(answers.reference_answer(shot) for _, shot in workloads.DEFAULT_SHOTS)
+    assert all(gsm8k_scoring.reference_answer(shot) for _, shot in workloads.DEFAULT_SHOTS)
 
 
 def test_gsm8k_loader(tmp_path):

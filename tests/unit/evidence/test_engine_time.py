@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from sparkgate.evidence import calibration
 from sparkgate.evidence.calibration import CalibrationResult, RequestResult
-from sparkgate.evidence.common import CLIENT_SLACK_WALL_S, CLIENT_SLOWDOWN_FACTOR, client_timing
+from sparkgate.evidence.engine_checks import CLIENT_SLACK_WALL_S, CLIENT_SLOWDOWN_FACTOR, client_timing
 from sparkgate.sglang import request_timing
 
 

@@ -57,14 +57,14 @@ def test_sim_module_imports_only_the_fixture_and_the_cli_table(path):
 def test_the_scan_sees_every_import_form():
     source = (
         "from sparkgate.optimizations import mtp\n"
-        "import sparkgate.evidence.common\n"
+        "import sparkgate.evidence.engine_checks\n"
         "from sparkgate.sglang import flags as F, conformance\n"
         "def late():\n    from sparkgate.bundle.expectations import build\n"
         "from sparkgate_sim import textgen\n"
         "from . import faults\n"
     )
     assert sparkgate_imports(source) == {
-        "sparkgate.optimizations", "sparkgate.evidence.common", "sparkgate.sglang.flags", "sparkgate.sglang.conformance",
+        "sparkgate.optimizations", "sparkgate.evidence.engine_checks", "sparkgate.sglang.flags", "sparkgate.sglang.conformance",
         "sparkgate.bundle.expectations",
     }
 

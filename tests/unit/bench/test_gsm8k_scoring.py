@@ -1,6 +1,6 @@
 import pytest
 
-from sparkgate.bench import answers
+from sparkgate.bench import gsm8k_scoring
 
 
 @pytest.mark.parametrize(
@@ -18,13 +18,13 @@ from sparkgate.bench import answers
     ],
 )
 def test_extract(text, value, how):
-    assert answers.extract(text) == (value, how)
+    assert gsm8k_scoring.extract(text) == (value, how)
 
 
 def test_reference_answer_is_the_number_after_hashes():
-    assert answers.reference_answer("Natalia sold 48/2 = <<48/2=24>>24 clips.\n#### 72") == "72"
-    assert answers.reference_answer("... #### 1,000") == "1000"
-    assert answers.reference_answer("no final line") is None
+    assert gsm8k_scoring.reference_answer("Natalia sold 48/2 = <<48/2=24>>24 clips.\n#### 72") == "72"
+    assert gsm8k_scoring.reference_answer("... #### 1,000") == "1000"
+    assert gsm8k_scoring.reference_answer("no final line") is None
 
 
 @pytest.mark.parametrize(
@@ -33,4 +33,4 @@ def test_reference_answer_is_the_number_after_hashes():
      ("17", "18", False), (None, "18", False), ("18", None, False), ("abc", "18", False)],
 )
 def test_is_correct_compares_numbers(got, want, ok):
-    assert answers.is_correct(got, want) is ok
+    assert gsm8k_scoring.is_correct(got, want) is ok
