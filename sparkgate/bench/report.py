@@ -210,6 +210,6 @@ def write(comparison: Comparison, out_dir: Path | None = None, png: bool = True)
         except ModuleNotFoundError as exc:  # a deploy-only venv: the table is the result, the PNG an extra
             if exc.name != "matplotlib":
                 raise
-            text += ("compare.png not drawn: matplotlib is not installed here (`python -m pip install "
-                     "matplotlib==3.11.2`, the pin in requirements/test.txt)\n")
+            text += ("compare.png not drawn: matplotlib is not installed here (install the bench extra: "
+                     "`python -m pip install -e '.[bench]'` in the checkout)\n")
     return out_dir, text

@@ -1,5 +1,6 @@
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -64,8 +65,18 @@ def test_without_matplotlib_the_table_is_written_and_the_missing_png_said(tmp_pa
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # a deploy-only venv
     out, text = report.write(report.compare([runs.load(base)]), tmp_path / "cmp")
     assert (out / "compare.json").is_file() and not (out / "compare.png").exists()
-    assert text.endswith("compare.png not drawn: matplotlib is not installed here (`python -m pip install "
-                         "matplotlib==3.11.2`, the pin in requirements/test.txt)\n")
+    assert text.endswith("compare.png not drawn: matplotlib is not installed here (install the bench extra: "
+                         "`python -m pip install -e '.[bench]'` in the checkout)\n")
+
+
+def test_the_bench_extra_pins_the_matplotlib_the_tests_draw_with():
+    import tomllib
+
+    repo = Path(__file__).resolve().parents[3]
+    extra = tomllib.loads((repo / "pyproject.toml").read_text())["project"]["optional-dependencies"]["bench"]
+    tested = [line for line in (repo / "requirements" / "test.txt").read_text().splitlines()
+              if line.startswith("matplotlib==")]
+    assert extra == tested == ["matplotlib==3.11.2"]
 
 
 def test_incomplete_runs_are_refused(tmp_path):
