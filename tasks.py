@@ -2,8 +2,9 @@
 
 from invoke import Collection
 
+from devtasks import lanes
 from sparkgate import defaults
-from sparkgate.tasks import bench, bundle, dev, fleet, images, model, sglang, stack
+from sparkgate.tasks import bench, bundle, fleet, images, model, sglang, stack
 
 ns = Collection()
 # Defaults typed once (sparkgate/defaults.py); override with invoke's config, e.g. INVOKE_SPARKGATE_GATEWAY_PORT.
@@ -11,7 +12,7 @@ ns.configure({"sparkgate": defaults.invoke_config()})
 for collection in (bench.ns, bundle.ns, stack.ns):
     for name, task_obj in collection.tasks.items():
         ns.add_task(task_obj, name=name)
-ns.add_collection(dev.ns)  # invoke test, test.gpu-pack, test.gpu
+ns.add_collection(lanes.ns)  # invoke test, test.gpu-pack, test.gpu (developer tasks: devtasks/)
 ns.add_collection(images.ns)
 ns.add_collection(sglang.ns)
 ns.add_collection(fleet.ns)

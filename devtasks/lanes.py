@@ -19,7 +19,7 @@ PYTEST_NO_TESTS = 5
 # that shares one server or one lab stays on one worker (tests/conftest.py: ONE_WORKER_LANES, LaneScheduling).
 PARALLEL = ("-n", "3", "--dist", "loadscope")
 SLOWEST = ("--durations", "25")  # where the suite's time goes, printed at the end of every run
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 # `--under-load`: the tests that read speeds (end to end, the bench, the simulator's timing), with this many
@@ -93,7 +93,7 @@ GPU_TRIM_DIRS = ("sglang/multimodal_gen", "sglang/test")
 def gpu_pack(c, dest=""):
     """Download what the GPU lane needs onto a networked machine: the trimmed SGLang tree and the wheels of
     tests/gpu/requirements.txt, with a manifest of sha256 sums that tests/gpu/run checks before installing."""
-    from sparkgate.tasks.gpu_pack import pack
+    from devtasks.gpu_pack import pack
 
     pack(Path(dest) if dest else GPU_PACK, sglang=GPU_SGLANG, requirements=GPU_REQUIREMENTS, python=GPU_PYTHON,
          platforms=GPU_PLATFORMS, trim_dirs=GPU_TRIM_DIRS)
