@@ -1,4 +1,4 @@
-"""Fake target checkpoints for the checkpoint preflight, the pull tests and scripts/bench_checkpoint.py: a
+"""Fake target checkpoints for the checkpoint preflight, the pull tests and benchmarks/bench_checkpoint.py: a
 Ling-3.0-flash-shaped `config.json`, a `model.safetensors.index.json` and shards whose safetensors headers are
 real (written in the format's own layout: 8-byte little-endian header length, JSON header, data) and whose
 data is tiny, all recorded the way a `local_dir` download records them (huggingface_hub's own

@@ -30,7 +30,7 @@ def test_the_baseline_answers_every_question_and_stacked_profiles_agree_with_it(
     assert record["right"] == record["of"] and set(record["logprobs"]) == set(record["texts"])
     long_ones = [r for r in result.replies if r.prompt_tokens and r.prompt_tokens > 10 * 64]
     assert len(long_ones) == 2, [(r.id, r.prompt_tokens) for r in result.replies]  # 10+ KV pages of 64 tokens each (the simulator counts words; a real tokenizer more)
-    # The stage's cost is a benchmark (scripts/bench_gate.py prints it), not a test: its elapsed_s is the client's clock
+    # The stage's cost is a benchmark (benchmarks/bench_gate.py prints it), not a test: its elapsed_s is the client's clock
     # over the time scale, which a busy host stretches.
 
     stacked, checks = verify_answers(start_profile, "all-three", baseline=record)

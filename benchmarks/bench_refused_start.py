@@ -10,7 +10,7 @@ and tail, bounded.
 Per case: the capture's size, the time to write it (make + write + read back), the sentinel step that does it,
 and the replay (read + rejudge). Median of --repeat runs.
 
-Usage: python scripts/bench_refused_start.py [--repeat 7]
+Usage: python benchmarks/bench_refused_start.py [--repeat 7]
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@
    a model that reasons 48 words before each answer, `--faults thinks-anyway:200`, one whose reasoning forces the
    stage's retry with more tokens on every question).
 
-Usage: python scripts/bench_gate.py [--deploys 3] [--requests 40] [--time-scale 0.01] [--faults F,G]
-       python scripts/bench_gate.py --answers-only [--faults ""] [--faults thinks-anyway] [--time-scale 0.1]
+Usage: python benchmarks/bench_gate.py [--deploys 3] [--requests 40] [--time-scale 0.01] [--faults F,G]
+       python benchmarks/bench_gate.py --answers-only [--faults ""] [--faults thinks-anyway] [--time-scale 0.1]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ checkout. Each child process counts, per period, its CPU time (time.process_time
 to the engine by path (urllib, which the evidence client uses, is wrapped), over idle periods and over periods
 with a client stream running.
 
-Usage: python scripts/bench_recheck.py [--periods 40] [--before 470cd02]
+Usage: python benchmarks/bench_recheck.py [--periods 40] [--before 470cd02]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
    (calibration on), several times on the same engine;
 3. CI's total: the step timings the last `bash .ci/run` on this machine wrote to .ci/state/step-timings.txt.
 
-Usage: python scripts/bench_real_lane.py [--skip-lane] [--verdicts 3] [--profile fp8-lm-head]
+Usage: python benchmarks/bench_real_lane.py [--skip-lane] [--verdicts 3] [--profile fp8-lm-head]
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
    `bash scripts/test` (or `invoke test`) output.
 3. CI's total: the step timings the last `bash .ci/run` on this machine wrote to .ci/state/step-timings.txt.
 
-Usage: python scripts/bench_ci.py [--quickstart] [--test-log FILE] [--port 18090]
+Usage: python benchmarks/bench_ci.py [--quickstart] [--test-log FILE] [--port 18090]
 """
 
 from __future__ import annotations

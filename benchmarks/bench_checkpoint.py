@@ -10,7 +10,7 @@
    deleted afterwards; with the raw hashlib SHA-256 rate of this machine beside it. The shards were just
    written, so they are read from the page cache: the rate is the hashing's, a cold read is bounded by the disk.
 
-Usage: python scripts/bench_checkpoint.py [--size-gb 2] [--shards 64] [--runs 5] [--tmp /tmp]
+Usage: python benchmarks/bench_checkpoint.py [--size-gb 2] [--shards 64] [--runs 5] [--tmp /tmp]
 """
 
 from __future__ import annotations

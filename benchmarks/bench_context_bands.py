@@ -11,7 +11,7 @@
 The lines are the real CUDA engine's (tests/fixtures/gpu/standalone-self/server.log), their contexts spread over
 every band.
 
-Usage: python scripts/bench_context_bands.py [--runs 200] [--tmp /tmp]
+Usage: python benchmarks/bench_context_bands.py [--runs 200] [--tmp /tmp]
 """
 
 from __future__ import annotations
