@@ -3,7 +3,7 @@
 # and the HAProxy gateway. No GPU.
 #
 # The build context is the repository root (.dockerignore lets through only what is copied here), so the
-# same file serves `docker compose up --build` in a fresh clone and CI's offline `invoke images.sim`:
+# same file serves `docker compose up --build` in a fresh clone and CI's offline `invoke images.runtime`:
 #
 #   base      BASE_IMAGE: the digest-pinned Debian bookworm from images.lock.yaml (base_images.runtime-base),
 #             or the offline mmdebstrap base sparkgate/base:bookworm (docker/build-base.sh), which already

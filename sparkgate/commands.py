@@ -152,7 +152,7 @@ def replay_capture(path: str, json_out: str | None = None, **live: object) -> No
     """Judge a capture again with the current code, no engine: the verdict, then what changed per check against the
     recorded one. VerdictRefused unless the verdict passes (exit codes as `verify`). `live`: verify's options
     for a live engine, by name (engine_url=...), each refused when given: a capture is judged alone."""
-    given = [f"--{name.replace('_', '-')}" for name, value in live.items() if value]
+    given = [f"--{name.replace('_', '-')}" for name, value in live.items() if value is not None and value is not False]
     if given:
         raise UsageError(f"--replay judges a capture file alone: drop {', '.join(given)}")
     from rich.text import Text

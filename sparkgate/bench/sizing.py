@@ -234,8 +234,9 @@ def plan(profile, shape: roof.ModelShape, free_gib: float) -> MemoryPlan:
     slots = args.max_mamba_cache_size or 0
     conv, ssm = mamba_slot_bytes(shape)
     # kv_cache_configurator.py: with speculation (not DSpark's replay ring) and an explicit Mamba size, SGLang reserves
-    # one state per draft token for min(max_running_requests, slots) + 1 requests.
-    spec = ((conv + ssm) * (min(args.max_running_requests or 1, slots) + 1) * opts.mtp.num_draft_tokens
+    # one state per draft token for min(max_running_requests, slots) + 1 requests (unset: SGLang's own figure,
+    # at most the slots, which is what is counted).
+    spec = ((conv + ssm) * (min(args.max_running_requests or slots, slots) + 1) * opts.mtp.num_draft_tokens
             if nextn and slots else 0)
     context = args.context_length or 0
     return MemoryPlan(

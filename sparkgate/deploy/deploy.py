@@ -102,11 +102,11 @@ def prometheus_url(options: DeployOptions) -> str:
 
 
 def run_smoke(url: str, model: str, api_key_file: str | None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SPARKGATE_SMOKE_URL": url, "SPARKGATE_SMOKE_MODEL": model}
+    extra = {"SPARKGATE_SMOKE_URL": url, "SPARKGATE_SMOKE_MODEL": model}
     if api_key_file:
-        env["SPARKGATE_SMOKE_API_KEY_FILE"] = str(api_key_file)
-    return subprocess.run(suites.argv("smoke", "smoke"), capture_output=True, text=True, env=env,
-                          cwd=suites.SUITES, timeout=300)
+        extra["SPARKGATE_SMOKE_API_KEY_FILE"] = str(api_key_file)
+    return subprocess.run(suites.argv("smoke", "smoke"), capture_output=True, text=True,
+                          env=suites.environment(extra), cwd=suites.SUITES, timeout=300)
 
 
 def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> DeployResult:

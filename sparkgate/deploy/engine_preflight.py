@@ -91,12 +91,13 @@ def refusal(path: Path) -> str | None:
     try:
         checks = Plan.model_validate_json(path.read_bytes())
     except OSError as exc:
-        return f"sparkgate engine preflight: cannot read {path}: {exc.strerror or exc}. Fix: re-render the bundle"
+        return (f"{engine_run.PREFLIGHT_REFUSED}: cannot read {path}: {exc.strerror or exc}. "
+                "Fix: re-render the bundle")
     except ValidationError as exc:
         # A field name from the file is untrusted text: repr keeps it on one line.
         where = ".".join(str(p) if isinstance(p, int) or str(p).isidentifier() else repr(p)
                          for p in exc.errors()[0]["loc"]) or "(the file)"
-        return f"sparkgate engine preflight: {path}: {where}: {exc.errors()[0]['msg']}. Fix: re-render the bundle"
+        return f"{engine_run.PREFLIGHT_REFUSED}: {path}: {where}: {exc.errors()[0]['msg']}. Fix: re-render the bundle"
     found = findings(checks)
     failed = [f for f in found if not f.ok]
     if not failed:

@@ -338,6 +338,9 @@ def read(path: str | Path) -> Capture:
     if recording.log_text is not None and len(recording.log_text) > LOG_KEEP_BYTES + len(LOG_CUT) + 64:
         raise CaptureRefused(f"{where}: recording.json log_text is {len(recording.log_text)} characters, over the "
                              f"{LOG_KEEP_BYTES} a capture keeps (written by something other than sparkgate)")
+    if recording.repeat_room != "retry":  # sparkgate writes every capture the current way; "own" is hand-made
+        raise CaptureRefused(f"{where}: recording.json repeat_room {recording.repeat_room!r}: a capture's repeated "
+                             "question is asked with the retry's room (written by something other than sparkgate)")
     context = _model(Context, data["context.json"], where, "context.json")
     if (manifest.judged == "start") != (context.start is not None):
         raise CaptureRefused(f"{where}: manifest.json judged {manifest.judged!r} does not fit context.json "

@@ -23,10 +23,10 @@ from __future__ import annotations
 import math
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 
 from sparkgate.bench.provenance import SPECULATIVE
+from sparkgate.evidence import logs
 from sparkgate.evidence.logs import EngineLog
 from sparkgate.evidence.recheck import RecheckContext
 from sparkgate.evidence.results import CheckResult, checked
@@ -153,17 +153,8 @@ class LogTail:
 
     def read(self, limit: int = MAX_READ_BYTES) -> str:
         try:
-            # Non-blocking, and only a regular file: the engine's container owns the volume, and a FIFO or device
-            # at the log's path must not hang the sentinel's loop.
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
-        except OSError:
-            return ""
-        try:
-            with open(fd, "rb") as handle:
-                status = os.fstat(handle.fileno())
-                if not stat.S_ISREG(status.st_mode):
-                    return ""
-                size = status.st_size
+            with logs.open_regular(self.path) as handle:
+                size = os.fstat(handle.fileno()).st_size
                 if size < self.offset:  # truncated or replaced: read the new file from its start
                     self.offset, self.partial = 0, b""
                 handle.seek(self.offset)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import shutil
+import stat
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
+from typing import BinaryIO
 
 # SGLang's log record (sglang/srt/utils/common.py configure_logger): "[<time><prefix>] <message>". The checks match
 # a message from its start: text a client sent, which --log-requests echoes *inside* a message (as a repr, so
@@ -42,9 +45,21 @@ def _lines(text: str) -> list[str]:
     return [line.removesuffix("\r") for line in text.split("\n")]
 
 
+def open_regular(path: str) -> BinaryIO:
+    """The file at `path` for reading, opened without blocking, and only if it is a regular file: the engine's
+    container owns the log volume, and a FIFO or a device at the log's path must not hang the sentinel."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    handle = open(fd, "rb")  # noqa: SIM115 - returned to the caller, who closes it
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        handle.close()
+        raise OSError(errno.EINVAL, "not a regular file")
+    return handle
+
+
 def from_file(path: str) -> EngineLog:
     try:
-        return EngineLog(f"file {path}", Path(path).read_text(encoding="utf-8", errors="replace"))
+        with open_regular(path) as handle:
+            return EngineLog(f"file {path}", handle.read().decode("utf-8", errors="replace"))
     except OSError as exc:
         return EngineLog(f"file {path}", None, f"cannot read {path}: {exc.strerror or exc}")
 

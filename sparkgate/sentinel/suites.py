@@ -3,7 +3,6 @@ a skipped test, an error, or no test at all is a failure)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import tempfile
 import time
@@ -61,7 +60,7 @@ def run_suite(suite: str, marker: str, env: dict[str, str], timeout_s: float) ->
         try:
             completed = subprocess.run(
                 gate_suites.argv(suite, marker, junit), capture_output=True, text=True, timeout=timeout_s,
-                env={**os.environ, **env}, cwd=gate_suites.SUITES,
+                env=gate_suites.environment(env), cwd=gate_suites.SUITES,
             )
             code, output = completed.returncode, completed.stdout + completed.stderr
         except subprocess.TimeoutExpired as exc:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -140,13 +139,13 @@ def infra(c, profile=None, target=None, port=None, project=None, out=None):
     """Run the testinfra suite from the host (docker:// backend) against a deployed stack."""
     stack = _project(profile, project, out, "infra")
     record = _record(stack)
-    env = {**os.environ, "SPARKGATE_BUNDLE": str(stack.compose_file.parent), "SPARKGATE_PROJECT": stack.name}
+    env = {"SPARKGATE_BUNDLE": str(stack.compose_file.parent), "SPARKGATE_PROJECT": stack.name}
     # The listener check compares against what was deployed (bind and port from the deploy record).
     if record.get("gateway_bind"):
         env["SPARKGATE_GATEWAY_BIND"] = record["gateway_bind"]
     if port or record.get("gateway_port"):
         env["SPARKGATE_GATEWAY_PORT"] = str(port or record["gateway_port"])
-    code = subprocess.call(suites.argv("infra", "infra"), env=env, cwd=suites.SUITES)
+    code = subprocess.call(suites.argv("infra", "infra"), env=suites.environment(env), cwd=suites.SUITES)
     if code:
         raise Exit(f"sparkgate infra: checks failed (pytest exit {code})", code=1)
 

@@ -14,7 +14,7 @@ import pytest
 
 from sparkgate import atomic
 
-MAX_SWAPS = 20000
+MIN_SWAPS, MAX_SWAPS = 300, 20000  # at least this many swaps to race against, however fast the reader
 ENOUGH_VERSIONS = 5  # the reader saw this many of the writer's versions: it read while the writer wrote
 
 # A separate process, so the reader runs truly concurrently with the writer (no shared GIL): it polls the
@@ -54,7 +54,8 @@ def _payload(version: int) -> dict[str, str]:
 
 
 def _run_reader_during(swap, path: Path, tmp_path: Path) -> tuple[dict, int]:
-    """The reader's counts, and the last version written: swaps until the reader saw enough of them."""
+    """The reader's counts, and the last version written: MIN_SWAPS swaps at least, and on until the reader saw
+    enough of them (a slow host swaps longer, never judged by the clock)."""
     stop, ready, enough = tmp_path / "stop", tmp_path / "ready", tmp_path / "enough"
     reader = subprocess.Popen([sys.executable, "-c", READER, *map(str, (path, stop, ready, enough))],
                               stdout=subprocess.PIPE, text=True)
@@ -63,7 +64,7 @@ def _run_reader_during(swap, path: Path, tmp_path: Path) -> tuple[dict, int]:
         while not ready.exists():  # the reader is polling before the first swap
             assert reader.poll() is None, "the reader died"
             time.sleep(0.01)
-        while not enough.exists() and version < MAX_SWAPS:
+        while (version < MIN_SWAPS or not enough.exists()) and version < MAX_SWAPS:
             version += 1
             swap(version)
     finally:

@@ -87,11 +87,15 @@ def test_a_damaged_file_refuses_in_one_line_naming_it(tmp_path, content):
     path = tmp_path / "preflight.json"
     path.write_bytes(content)
     line = engine_preflight.refusal(path)
-    assert line.startswith(f"sparkgate engine preflight: {path}") and "\n" not in line and "re-render" in line
+    assert line.startswith(f"sparkgate engine preflight failed: {path}") and "\n" not in line and "re-render" in line
 
 
-def test_a_missing_file_refuses(tmp_path):
-    assert "cannot read" in engine_preflight.refusal(tmp_path / "absent.json")
+def test_a_missing_file_refuses_with_the_line_the_start_judgement_reads(tmp_path):
+    from sparkgate.evidence import startup
+
+    line = engine_preflight.refusal(tmp_path / "absent.json")
+    assert line.startswith("sparkgate engine preflight failed: cannot read")
+    assert startup.likely_cause(line + "\n", [], 78).name == "the engine's host preflight refused the start"
 
 
 @given(st.dictionaries(st.text(max_size=20), st.text(max_size=40), max_size=6))

@@ -15,13 +15,34 @@ REPO = Path(__file__).resolve().parents[2]
 PRODUCT = ("sparkgate", "simulator", "probe")
 
 
-@pytest.mark.parametrize(("suite", "marker"), [("infra", "infra and not host_only"), ("smoke", "smoke")])
-def test_each_suite_collects_from_outside_the_checkout_with_its_own_configuration(tmp_path, suite, marker):
-    result = subprocess.run([*suites.argv(suite, marker), "--collect-only"], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=120, env={"PATH": "/usr/bin:/bin"})
+def collected(suite: str, marker: str, env: dict[str, str]) -> list[str]:
+    """The tests a run of `suite` selects, run as the product runs it (from the suites' own directory)."""
+    result = subprocess.run([*suites.argv(suite, marker), "--collect-only"], cwd=suites.SUITES, capture_output=True,
+                            text=True, timeout=120, env=env)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    collected = [line for line in result.stdout.splitlines() if "::" in line]
-    assert collected and all(line.startswith(f"{suite}/") for line in collected), result.stdout[-2000:]
+    return [line for line in result.stdout.splitlines() if "::" in line]
+
+
+@pytest.mark.parametrize(("suite", "marker"), [("infra", "infra and not host_only"), ("smoke", "smoke")])
+def test_each_suite_collects_with_its_own_configuration_and_nothing_else(tmp_path, suite, marker):
+    names = collected(suite, marker, {"PATH": "/usr/bin:/bin"})
+    assert names and all(name.startswith(f"{suite}/") for name in names)
+    # A caller's pytest settings do not reach the gate's run: no test deselected, no plugin slipped in.
+    hostile = {"PATH": "/usr/bin:/bin", "PYTEST_ADDOPTS": f"--deselect {names[0]} -o addopts=",
+               "PYTEST_PLUGINS": "no_such_plugin_module"}
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in hostile.items():
+            patch.setenv(key, value)
+        assert collected(suite, marker, suites.environment({})) == names
+
+
+def test_file_inputs_are_absolute_since_the_suites_run_from_their_own_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    env = suites.environment({"SPARKGATE_BUNDLE": "build/all-three", "SPARKGATE_SMOKE_API_KEY_FILE": "keys/k",
+                              "SPARKGATE_SMOKE_URL": "http://127.0.0.1:1"})
+    assert env["SPARKGATE_BUNDLE"] == str(tmp_path / "build" / "all-three")
+    assert env["SPARKGATE_SMOKE_API_KEY_FILE"] == str(tmp_path / "keys" / "k")
+    assert env["SPARKGATE_SMOKE_URL"] == "http://127.0.0.1:1" and env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1"
 
 
 def test_the_suites_configuration_is_shipped_and_strict():

@@ -144,6 +144,16 @@ def test_a_check_declared_twice_is_refused(monkeypatch):
         catalog.declared()
 
 
+def test_a_module_with_recheck_only_checks_has_its_own_rechecks():
+    """part() reads a missing hook as "nothing of its own": a misspelt one would switch a module's re-checks off."""
+    for module in REGISTRY.values():
+        if Stage.RECHECK_ONLY in module.CHECKS.values():
+            assert {"rechecks", "start_rechecks"} <= set(vars(module)), module.KEY
+        near = {name for name in vars(module) if not name.startswith("_") and name not in optimizations.OPTIONAL
+                and any(name.lower().rstrip("s") == part.lower().rstrip("s") for part in optimizations.OPTIONAL)}
+        assert not near, (module.KEY, near)
+
+
 def test_optional_parts_are_their_documented_kinds_where_a_module_has_them():
     assert not set(optimizations.OPTIONAL) & set(CONTRACT)
     for module in REGISTRY.values():

@@ -249,6 +249,16 @@ def test_the_invoke_task_refuses_live_flags_with_replay_by_the_same_rule():
     assert refused.value.code == 2
 
 
+def test_a_capture_asking_its_repeated_question_the_older_way_is_refused(tmp_path):
+    """Only the GPU lane's own records (read as recordings, never as captures) were asked the older way."""
+    captured = capture.read(HEALTHY)
+    older = captured.recording.model_copy(update={"repeat_room": "own"})
+    made = capture.make(older, profile="all-three", argv=[], engine_env={}, image=captured.context.image, hosts=[])
+    path = capture.write(made, tmp_path / "older.capture.tar.gz")
+    with pytest.raises(capture.CaptureRefused, match="repeat_room 'own'"):
+        capture.read(path)
+
+
 def test_a_capture_the_code_cannot_rejudge_is_refused_not_judged(tmp_path, capsys):
     captured = capture.read(HEALTHY)
     cut = captured.recording.model_copy(update={"exchanges": captured.recording.exchanges[:3]})

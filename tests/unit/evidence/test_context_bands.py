@@ -158,3 +158,17 @@ def test_a_fifo_at_the_log_path_never_hangs_the_band_read(tmp_path):
     os.mkfifo(fifo)
     assert LogTail(str(fifo)).read() == ""  # returns at once: not a regular file
 
+
+
+def test_a_fifo_at_the_log_path_never_hangs_the_whole_log_read(tmp_path):
+    """The sentinel's full read of the engine log (every period) refuses a FIFO as the band read does."""
+    import os
+
+    from sparkgate.evidence import logs
+
+    fifo = tmp_path / "engine.log"
+    os.mkfifo(fifo)
+    read = logs.from_file(str(fifo))
+    assert read.text is None and read.error == f"cannot read {fifo}: not a regular file"
+    (tmp_path / "real.log").write_text("[2026] one\n[2026] two\n")
+    assert logs.from_file(str(tmp_path / "real.log")).text == "[2026] one\n[2026] two\n"
