@@ -240,5 +240,31 @@ def test_unexercised_names_only_declared_facts():
     assert set(UNEXERCISED) <= set(catalog.readers()), set(UNEXERCISED) - set(catalog.readers())
 
 
+
+def test_a_module_whose_reads_do_not_match_its_checks_or_name_an_unknown_fact_is_refused(monkeypatch):
+    from sparkgate.evidence import catalog, stall
+
+    monkeypatch.setattr(stall, "READS", {})
+    with pytest.raises(catalog.BadReads, match=r"READS and CHECKS differ in \['engine.stalled'\]"):
+        catalog.declared()
+    monkeypatch.setattr(stall, "READS", {"engine.stalled": ("metrics.no_such_metric", "probe.no_such_field")})
+    with pytest.raises(catalog.BadReads, match="no fixture entry or probe field"):
+        catalog.declared()
+
+
+def test_the_probe_declares_what_it_reads_in_the_fields_its_report_has():
+    from sparkgate.evidence.probe_report import REPORT_FIELDS
+    from sparkgate_probe import hooks
+    from sparkgate_probe.report import EngagementReport
+
+    assert set(EngagementReport().snapshot()) | {"errors_dropped"} == set(REPORT_FIELDS)
+    assert set(hooks.HOOK_TARGETS) <= set(hooks.HOOK_READS)
+    assert all(set(fields) <= set(REPORT_FIELDS) for fields in hooks.HOOK_READS.values())
+    # Each name it declares is one the fixture proves against SGLang (a hook target, class or attribute).
+    fixture = conformance.fixture()
+    named = {e["text"] for s in ("hook_targets", "attributes", "fork_only") for e in fixture[s].values()}
+    named |= {e["source"].removesuffix(".py").replace("/", ".") + "." + e["text"] for e in fixture["classes"].values()}
+    assert set(hooks.HOOK_READS) <= named, set(hooks.HOOK_READS) - named
+
 if __name__ == "__main__":
     print(json.dumps(worker(sys.argv[1:])))
