@@ -84,13 +84,16 @@ def _judge(captured: list, mutate: str, inject: str | None) -> dict:
     from sparkgate.profile import loading
 
     out: dict = {}
+    profiles: dict = {}
     for name, one in captured:
         recording = one.recording
         try:
-            rebuilt = expectations.build(loading.load(one.manifest.profile), recording.expectations["target"],
+            if one.manifest.profile not in profiles:
+                profiles[one.manifest.profile] = loading.load(one.manifest.profile)
+            rebuilt = expectations.build(profiles[one.manifest.profile], recording.expectations["target"],
                                          recording.expectations["time_scale"])
             recording = recording.model_copy(update={"expectations": rebuilt})
-        except Exception:  # a profile this checkout no longer ships: its recorded expectations stand
+        except Exception:  # a profile this checkout no longer ships (or refuses): its recorded expectations stand
             pass
         if mutate.startswith("probe."):
             recording = recording.model_copy(update={"exchanges": [_without_field(e, mutate[6:])
