@@ -25,7 +25,7 @@ DOCS = "humming.md"
 BACKEND = conformance.string_("moe_backend_humming")
 # Only optimizations.humming may pick the Humming runner: elsewhere the gate would never check it engaged.
 OWNED_FLAGS: dict[str, tuple[str, ...] | None] = {F.MOE_RUNNER_BACKEND: (BACKEND,)}
-# The SGLang facts rules() reads, for `invoke sglang.diff`: its own flag, as rules.py's OWNED_FLAGS does.
+# The SGLang facts rules() reads, for `invoke sglang.diff`: none beyond its OWNED_FLAGS, which rules.py's declare.
 RULE_READS: tuple[str, ...] = ()
 GATE_WOULD_MISS = "that Humming engaged"
 CHECKS = {
