@@ -54,6 +54,18 @@ CHECKS = {
     "answers.baseline_agreement": Stage.ANSWERS,
     "sentinel.answer_probe": Stage.RECHECK_ONLY,
 }
+# The SGLang facts each check reads: "section.key" (conformance fixture) or "probe.<field>" (the probe report).
+# evidence/catalog.py validates them; tests/unit/test_declared_reads.py proves them on the recorded captures.
+READS = {
+    'answers.cold_prefill': ('strings.chat_enable_thinking', 'strings.think_end', 'strings.think_start'),
+    'answers.correct': ('strings.chat_enable_thinking', 'strings.think_end', 'strings.think_start'),
+    'answers.greedy_repeatable': ('strings.think_end', 'strings.think_start'),
+    'answers.baseline_agreement': ('strings.think_end', 'strings.think_start'),
+    'sentinel.answer_probe': (
+        'metrics.num_queue_reqs', 'metrics.num_running_reqs', 'metrics.realtime_tokens', 'strings.chat_enable_thinking',
+        'strings.realtime_mode_decode', 'strings.think_end', 'strings.think_start',
+    ),
+}
 
 CHAT_ROUTE = "/v1/chat/completions"
 # Thinking off, raw text back: what the smoke suite (sparkgate/suites/smoke) asks too (serving_chat.py: chat_template_kwargs, separate_reasoning).

@@ -36,6 +36,14 @@ from sparkgate.sglang import conformance as C
 DOCS = "mtp.md"
 CHECK = "sentinel.accept_by_context"
 CHECKS = {CHECK: Stage.RECHECK_ONLY}
+# The SGLang facts each check reads: "section.key" (conformance fixture) or "probe.<field>" (the probe report).
+# evidence/catalog.py validates them; tests/unit/test_declared_reads.py proves them on the recorded captures.
+READS = {
+    'sentinel.accept_by_context': (
+        'log_formats.decode_accept', 'log_formats.decode_batch', 'log_formats.decode_full_token_part',
+        'log_formats.decode_token_part',
+    ),
+}
 
 # (name, lowest context in tokens); a band runs up to the next one's lowest.
 BANDS: tuple[tuple[str, int], ...] = (("0-1k", 0), ("1k-4k", 1024), ("4k-16k", 4096), ("16k-64k", 16384),

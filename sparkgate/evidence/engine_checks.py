@@ -34,6 +34,42 @@ CHECKS = {
     "sentinel.engine_unchanged": Stage.RECHECK_ONLY,
     "sentinel.weights_unchanged": Stage.RECHECK_ONLY,
 }
+# The SGLang facts each check reads: "section.key" (conformance fixture) or "probe.<field>" (the probe report).
+# evidence/catalog.py validates them; tests/unit/test_declared_reads.py proves them on the recorded captures.
+READS = {
+    'engine.health': ('log_formats.capture_failed',),
+    'engine.identity': ('server_args.model_path', 'server_args.served_model_name', 'strings.server_info_version'),
+    'engine.architecture': ('strings.model_info_architectures',),
+    'engine.batch1': ('server_args.max_running_requests',),
+    'engine.admin_key_enforced': (),
+    'engine.probe_report': (
+        'env.plugins', 'strings.server_info_internal_states', 'probe.draft', 'probe.errors', 'probe.hooks_attached',
+        'probe.hooks_called', 'probe.lm_head_sharing', 'probe.probe_version', 'probe.target',
+    ),
+    'engine.log': ('log_formats.ready',),
+    'engine.cuda_graph_capture_log': ('log_formats.capture_begin', 'strings.graph_backend_cuda'),
+    'engine.cuda_graph_passes': (
+        'metrics.cuda_graph_passes', 'strings.cuda_graph_mode_eager', 'strings.cuda_graph_mode_graph',
+    ),
+    'engine.calibration': (
+        'strings.meta_completion_tokens', 'strings.meta_e2e_latency', 'strings.meta_finish_reason',
+        'strings.meta_first_token_latency',
+    ),
+    'engine.speed_floor': (
+        'strings.meta_completion_tokens', 'strings.meta_e2e_latency', 'strings.meta_finish_reason',
+        'strings.meta_first_token_latency',
+    ),
+    'engine.speed_vs_baseline': (
+        'strings.meta_completion_tokens', 'strings.meta_e2e_latency', 'strings.meta_finish_reason',
+        'strings.meta_first_token_latency',
+    ),
+    'engine.client_timing': (
+        'strings.meta_completion_tokens', 'strings.meta_e2e_latency', 'strings.meta_finish_reason',
+        'strings.meta_first_token_latency',
+    ),
+    'sentinel.engine_unchanged': (),
+    'sentinel.weights_unchanged': (),
+}
 
 # engine.client_timing, per request: the client's stopwatch may run behind the engine's own figures (the stream's
 # transport, scheduling), but not by more than a quarter plus half a wall second. More is something between them (an

@@ -32,6 +32,12 @@ CHECKS = {
     # Growth since admission: the sentinel's re-check only.
     "host.swap_growth": Stage.RECHECK_ONLY,
 }
+# The SGLang facts each check reads: "section.key" (conformance fixture) or "probe.<field>" (the probe report).
+# evidence/catalog.py validates them; tests/unit/test_declared_reads.py proves them on the recorded captures.
+READS = {
+    'host.memory_headroom': (),
+    'host.swap_growth': (),
+}
 MIN_AVAILABLE_GIB = 4.0
 MAX_SWAP_GROWTH_MIB = 256.0
 HOST_MEMINFO = "/proc/meminfo"

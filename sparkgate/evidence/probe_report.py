@@ -6,6 +6,9 @@ from __future__ import annotations
 
 ROLE_KEYS = ("model_class", "lm_head", "moe_layers")
 LM_HEAD_KEYS = ("module_class", "quant_method", "weight_dtype", "has_weight_scale")
+# The report's top-level fields (the probe's EngagementReport.snapshot): a check reads one as "probe.<field>" (READS).
+REPORT_FIELDS = ("probe_version", "target", "draft", "lm_head_sharing", "hooks_registered", "hooks_attached",
+                 "hooks_called", "errors", "errors_dropped")
 
 
 def role_problems(report: dict, role: str) -> list[str]:

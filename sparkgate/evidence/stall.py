@@ -27,6 +27,13 @@ from sparkgate.evidence.stages import Stage
 
 DOCS = "engine.md"
 CHECKS = {"engine.stalled": Stage.RECHECK_ONLY}
+# The SGLang facts each check reads: "section.key" (conformance fixture) or "probe.<field>" (the probe report).
+# evidence/catalog.py validates them; tests/unit/test_declared_reads.py proves them on the recorded captures.
+READS = {
+    'engine.stalled': (
+        'metrics.num_queue_reqs', 'metrics.num_running_reqs', 'metrics.realtime_tokens', 'strings.realtime_mode_decode',
+    ),
+}
 STALL_AFTER_S = 60.0  # engine seconds with work pending and no token; a profile may only lower it
 MIN_STALL_AFTER_S = 5.0  # below this a busy sentinel period alone could read as a stall
 

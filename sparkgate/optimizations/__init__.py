@@ -5,8 +5,10 @@ Each module exposes:
 - launch: flags(profile), env(profile);
 - ownership: OWNED_ENV (variables only it may set) and OWNED_FLAGS (flag -> values, None for any value,
   only it may ask SGLang for), GATE_WOULD_MISS (what the gate could not check if they were set elsewhere);
-- rules(ctx): its conflict rules; expectations(profile): what expectations.json records for it;
-- evidence: CHECKS (name -> stage, evidence/stages.py, for every check it can emit), checks(ev);
+- rules(ctx): its conflict rules, RULE_READS (the SGLang options, variables and fixture entries they read);
+  expectations(profile): what expectations.json records for it;
+- evidence: CHECKS (name -> stage, evidence/stages.py, for every check it can emit), READS (name -> the SGLang
+  facts it reads, "section.key" or "probe.<field>", proven by tests/unit/test_declared_reads.py), checks(ev);
 - CONFIG_KEYS: its /server_info fields recorded with every verdict;
 and, only where it has them (OPTIONAL: what leaving one out means; read them with part()):
 - probe_report_problems(report) (its parts of the probe report);

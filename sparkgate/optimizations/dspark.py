@@ -43,6 +43,9 @@ OWNED_FLAGS: dict[str, tuple[str, ...] | None] = {
     F.SPECULATIVE_ALGORITHM: (ALGORITHM,),
     **{flag: None for flag in F.DSPARK_FLAGS},
 }
+# The SGLang facts rules() reads (options, "section.key" fixture entries), for `invoke sglang.diff`.
+RULE_READS = (F.ENABLE_LINEAR_REPLAYSSM, F.ENABLE_LINEAR_REPLAYSSM_SPEC, F.LINEAR_ATTN_DECODE_BACKEND,
+              "classes.dspark_draft", "log_formats.dspark_ring_not_power_of_two", "log_formats.dspark_ring_too_small")
 GATE_WOULD_MISS = "that the DSpark drafter loaded, shares the target's LM head and accepts enough"
 CHECKS = {
     "dspark.config_echo": Stage.CONFIGURATION,
@@ -59,6 +62,33 @@ CHECKS = {
 # under DSpark's own names (a check name belongs to one module in the catalog).
 RECHECK_NAMES = {name: name.replace("sentinel.", "sentinel.dspark_", 1) for name in mtp_recheck.CHECKS}
 CHECKS.update({RECHECK_NAMES[name]: stage for name, stage in mtp_recheck.CHECKS.items()})
+# The SGLang facts each check reads: "section.key" (conformance fixture) or "probe.<field>" (the probe report).
+# evidence/catalog.py validates them; tests/unit/test_declared_reads.py proves them on the recorded captures.
+READS = {
+    'dspark.config_echo': (
+        'server_args.enable_linear_replayssm_spec', 'server_args.linear_replayssm_cache_len',
+        'server_args.speculative_algorithm', 'server_args.speculative_draft_model_path',
+        'server_args.speculative_dspark_block_size', 'server_args.speculative_num_draft_tokens',
+        'strings.spec_algorithm_dspark',
+    ),
+    'dspark.draft_loaded': ('classes.dspark_draft', 'strings.server_info_internal_states', 'probe.draft'),
+    'dspark.lm_head_module_shared': (
+        'strings.server_info_internal_states', 'probe.hooks_called', 'probe.lm_head_sharing',
+    ),
+    'dspark.log_runner_initialized': ('classes.dspark_draft', 'log_formats.dspark_runner_initialized'),
+    'dspark.drafter_config_read': ('log_formats.dspark_draft_config_unreadable',),
+    'dspark.draft_cuda_graph': ('log_formats.dspark_draft_graph_disabled',),
+    'dspark.proposal_not_eager': ('log_formats.dspark_proposal_eager',),
+    'dspark.accept_length': (
+        'strings.meta_completion_tokens', 'strings.meta_e2e_latency', 'strings.meta_finish_reason',
+        'strings.meta_first_token_latency', 'strings.meta_spec_verify_ct',
+    ),
+    'dspark.speed_over_nextn': (
+        'strings.meta_completion_tokens', 'strings.meta_e2e_latency', 'strings.meta_finish_reason',
+        'strings.meta_first_token_latency',
+    ),
+    **{RECHECK_NAMES[name]: reads for name, reads in mtp_recheck.READS.items()},
+}
 FIGURES = {"accept_length": ("dspark.accept_length", RECHECK_NAMES["sentinel.accept_probe"])}  # as mtp.FIGURES
 # No GAUGES: the calibration accept length is already a sentinel gauge (sparkgate_accept_length) for every profile.
 SERVER_ARGS = {

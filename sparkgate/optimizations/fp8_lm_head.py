@@ -28,12 +28,24 @@ ENV = F.FP8_LM_HEAD_ENV
 OWNED_ENV = (ENV,)
 # The head is switched on by its env variable only (OWNED_ENV); no launch flag belongs to it.
 OWNED_FLAGS: dict[str, tuple[str, ...] | None] = {}
+# The SGLang facts rules() reads (options, "section.key" fixture entries), for `invoke sglang.diff`.
+RULE_READS = (F.ENABLE_FP32_LM_HEAD, "fork_only.fp8_lm_head_env")
 GATE_WOULD_MISS = "that the LM head is FP8"
 CHECKS = {
     "fp8_lm_head.config_echo": Stage.CONFIGURATION,
     "fp8_lm_head.env_declared": Stage.ENVIRONMENT,
     "fp8_lm_head.target_head": Stage.PROBE_REPORT,
     "fp8_lm_head.log_signature": Stage.ENGINE_LOG,
+}
+# The SGLang facts each check reads: "section.key" (conformance fixture) or "probe.<field>" (the probe report).
+# evidence/catalog.py validates them; tests/unit/test_declared_reads.py proves them on the recorded captures.
+READS = {
+    'fp8_lm_head.config_echo': ('server_args.enable_fp32_lm_head',),
+    'fp8_lm_head.env_declared': (
+        'fork_only.fp8_lm_head_env', 'strings.internal_state_env_vars', 'strings.server_info_internal_states',
+    ),
+    'fp8_lm_head.target_head': ('dtypes.fp8_e4m3fn', 'strings.server_info_internal_states', 'probe.target'),
+    'fp8_lm_head.log_signature': ('fork_only.fp8_lm_head_log',),
 }
 # /server_info fields recorded with every verdict (`engine` in the verdict JSON; bench reads them).
 CONFIG_KEYS = (conformance.server_arg("enable_fp32_lm_head"),)

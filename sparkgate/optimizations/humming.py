@@ -25,12 +25,28 @@ DOCS = "humming.md"
 BACKEND = conformance.string_("moe_backend_humming")
 # Only optimizations.humming may pick the Humming runner: elsewhere the gate would never check it engaged.
 OWNED_FLAGS: dict[str, tuple[str, ...] | None] = {F.MOE_RUNNER_BACKEND: (BACKEND,)}
+# The SGLang facts rules() reads, for `invoke sglang.diff`: none beyond its OWNED_FLAGS, which rules.py's declare.
+RULE_READS: tuple[str, ...] = ()
 GATE_WOULD_MISS = "that Humming engaged"
 CHECKS = {
     "humming.config_echo": Stage.CONFIGURATION,
     "humming.moe_layers_target": Stage.PROBE_REPORT,
     "humming.moe_layers_draft": Stage.PROBE_REPORT,
     "humming.log_signature": Stage.ENGINE_LOG,
+}
+# The SGLang facts each check reads: "section.key" (conformance fixture) or "probe.<field>" (the probe report).
+# evidence/catalog.py validates them; tests/unit/test_declared_reads.py proves them on the recorded captures.
+READS = {
+    'humming.config_echo': ('server_args.moe_runner_backend', 'strings.moe_backend_humming'),
+    'humming.moe_layers_target': (
+        'classes.humming_moe_method', 'classes.mxfp4_humming_moe_method', 'strings.moe_backend_humming',
+        'strings.server_info_internal_states', 'probe.target',
+    ),
+    'humming.moe_layers_draft': (
+        'classes.humming_moe_method', 'classes.mxfp4_humming_moe_method', 'strings.moe_backend_humming',
+        'strings.server_info_internal_states', 'probe.draft',
+    ),
+    'humming.log_signature': ('log_formats.humming_gemm', 'strings.gemm_indexed'),
 }
 # /server_info fields recorded with every verdict (`engine` in the verdict JSON; bench reads them).
 CONFIG_KEYS = (conformance.server_arg("moe_runner_backend"),)

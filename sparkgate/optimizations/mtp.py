@@ -27,6 +27,8 @@ DOCS = "mtp.md"
 OWNED_ENV: tuple[str, ...] = ()
 # Only optimizations.mtp may ask for speculative decoding (any value): elsewhere the gate would never check it.
 OWNED_FLAGS: dict[str, tuple[str, ...] | None] = {flag: None for flag in F.SPECULATIVE_FLAGS}
+# The SGLang facts rules() reads (options, "section.key" fixture entries), for `invoke sglang.diff`.
+RULE_READS = (F.SPECULATIVE_TOKEN_MAP, "classes.nextn_draft", "fork_only.fp8_lm_head_env")
 GATE_WOULD_MISS = "the draft's acceptance"
 CHECKS = {
     "mtp.config_echo": Stage.CONFIGURATION,
@@ -35,6 +37,22 @@ CHECKS = {
     "mtp.log_draft_loaded": Stage.ENGINE_LOG,
     "mtp.accept_length": Stage.CALIBRATION,
     **mtp_recheck.CHECKS,  # after admission: acceptance judged by the sentinel's own probe
+}
+# The SGLang facts each check reads: "section.key" (conformance fixture) or "probe.<field>" (the probe report).
+# evidence/catalog.py validates them; tests/unit/test_declared_reads.py proves them on the recorded captures.
+READS = {
+    'mtp.config_echo': (
+        'server_args.speculative_algorithm', 'server_args.speculative_eagle_topk',
+        'server_args.speculative_num_draft_tokens', 'server_args.speculative_num_steps', 'strings.spec_algorithm_eagle',
+    ),
+    'mtp.draft_loaded': ('classes.nextn_draft', 'strings.server_info_internal_states', 'probe.draft'),
+    'mtp.lm_head_module_shared': ('strings.server_info_internal_states', 'probe.lm_head_sharing'),
+    'mtp.log_draft_loaded': ('classes.nextn_draft', 'log_formats.load_weight_end'),
+    'mtp.accept_length': (
+        'strings.meta_completion_tokens', 'strings.meta_e2e_latency', 'strings.meta_finish_reason',
+        'strings.meta_first_token_latency', 'strings.meta_spec_verify_ct',
+    ),
+    **mtp_recheck.READS,
 }
 # The checks whose `observed[figure]` is that figure (the sentinel's history and status page read them from here).
 FIGURES = {"accept_length": ("mtp.accept_length", "sentinel.accept_probe")}

@@ -48,6 +48,23 @@ CHECKS = {
     "sentinel.accept_probe": Stage.RECHECK_ONLY,
     "sentinel.accept_window": Stage.RECHECK_ONLY,
 }
+# The SGLang facts each check reads: "section.key" (conformance fixture) or "probe.<field>" (the probe report).
+# evidence/catalog.py validates them; tests/unit/test_declared_reads.py proves them on the recorded captures.
+READS = {
+    'sentinel.accept_counters': (
+        'metrics.generation_tokens', 'metrics.num_queue_reqs', 'metrics.num_running_reqs', 'metrics.realtime_tokens',
+        'metrics.spec_verify_calls', 'strings.realtime_mode_decode',
+    ),
+    'sentinel.accept_probe': (
+        'metrics.generation_tokens', 'metrics.num_queue_reqs', 'metrics.num_running_reqs', 'metrics.realtime_tokens',
+        'metrics.spec_verify_calls', 'strings.meta_completion_tokens', 'strings.meta_e2e_latency',
+        'strings.meta_first_token_latency', 'strings.meta_spec_verify_ct', 'strings.realtime_mode_decode',
+    ),
+    'sentinel.accept_window': (
+        'metrics.generation_tokens', 'metrics.num_queue_reqs', 'metrics.num_running_reqs', 'metrics.realtime_tokens',
+        'metrics.spec_verify_calls', 'strings.realtime_mode_decode',
+    ),
+}
 
 GENERATION_TOKENS = C.metric("generation_tokens")
 VERIFY_CALLS = C.metric("spec_verify_calls")

@@ -16,6 +16,15 @@ from sparkgate.sglang import flags as F
 from sparkgate.sglang import parser as sglang_parser
 from sparkgate.sglang.parser import SGLANG_VERSION, strict_problems
 
+# The SGLang facts these rules read, for `invoke sglang.diff` (facts.py): options, variables and `PREFIX*` globs.
+RULE_READS = (
+    F.MODEL_PATH, F.SERVED_MODEL_NAME, F.ENABLE_METRICS, F.CONFIG, *F.SECRET_FLAGS, *F.EXTRA_ARGS_REFUSAL_REASONS,
+    F.MAX_RUNNING_REQUESTS, F.CUDA_GRAPH_MAX_BS_DECODE, F.CUDA_GRAPH_BS_DECODE, F.DISABLE_CUDA_GRAPH,
+    F.CUDA_GRAPH_BACKEND_DECODE, *(flag for module in REGISTRY.values() for flag in module.OWNED_FLAGS),
+    *F.ENV_REFUSED_NAMES, *F.ENV_REFUSAL_REASONS, *(f"{prefix}*" for prefix in F.ENV_REFUSED_PREFIXES),
+    *F.ENV_ALLOWED_SGLANG,
+)
+
 # The least the gate accepts (docs/gate.md "Floors"); profiles may only raise them.
 GATE_MINIMUMS = {
     "calibration_prompts": 3,

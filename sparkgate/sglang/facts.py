@@ -5,8 +5,9 @@ really has, and the difference between the two, with the checks and rules each d
 - `observe(site_packages)`: the same facts read from an installed SGLang, in a child Python whose sys.path starts
   at that directory (so a copy of SGLang is proven, not whichever one this process would import).
 - `diff(pinned, observed)`: flags added/removed/changed, the changed defaults of the flags sparkgate reads or the
-  profiles pass, env added/removed, fixture entries found/moved/missing, and for each the checks that read it (derived
-  from the code by sparkgate/sglang/attribution.py), the profile rules, and the simulator modules that write it.
+  profiles pass, env added/removed, fixture entries found/moved/missing, and for each the checks that read it (their
+  declared READS, proven by tests/unit/test_declared_reads.py), the profile rules (RULE_READS), the probe
+  (HOOK_READS) and the simulator modules that write it.
 
 `python -m sparkgate.sglang.facts observe [--fork]` is the child's entry point (JSON on stdout).
 """
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import dataclasses
 import fnmatch
 import json
 import os
@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sparkgate.sglang import attribution, proof
+from sparkgate.sglang import proof
 
 _CONFORMANCE_NAMES = {"C", "conformance"}
 OBSERVE_TIMEOUT_S = 600
@@ -214,8 +214,9 @@ def _observe_here(site_packages: str | None, fork: bool, fixture: dict[str, Any]
 
 @dataclass(frozen=True)
 class Readers:
-    """Who reads one fact: the checks whose evidence it is and the modules whose profile rules read it (derived from
-    the code, sparkgate/sglang/attribution.py), every sparkgate module that names it, and the simulator's."""
+    """Who reads one fact: the checks whose evidence it is (their READS, evidence/catalog.py), the modules whose
+    profile rules read it (their RULE_READS), every sparkgate module that names it, the simulator's, and the probe's
+    (its HOOK_READS)."""
 
     checks: tuple[str, ...] = ()
     rules: tuple[str, ...] = ()
@@ -247,6 +248,15 @@ def _product_root() -> Path:
     return Path(__file__).resolve().parents[1]
 
 
+# conformance accessor -> the fixture section its first argument names a key of.
+ACCESSORS = {
+    "log_format": "log_formats", "log_line": "log_formats", "log_pattern": "log_formats", "log_fields": "log_formats",
+    "string_": "strings", "metric": "metrics", "class_name": "classes", "dtype": "dtypes", "env": "env",
+    "server_arg": "server_args", "hook_target": "hook_targets", "fork_only": "fork_only",
+}
+PROBE_HOOKS = "probe/src/sparkgate_probe/hooks.py"
+
+
 def _constants(module_path: Path) -> dict[str, str]:
     """NAME -> string value of a module's top-level string constants (sparkgate/sglang/flags.py)."""
     tree = ast.parse(module_path.read_text(encoding="utf-8"))
@@ -263,7 +273,7 @@ def _constants(module_path: Path) -> dict[str, str]:
 def module_readers() -> dict[tuple[str, str], tuple[str, ...]]:
     """(kind, name) -> the modules that name it. kind: a fixture section (name: its key), 'flag' (an option string)
     or 'env' (a variable name); flags and env names are found through sparkgate/sglang/flags.py's constants
-    (F.NAME) and as literals. Which *checks* read it is attribution's, not a module's."""
+    (F.NAME) and as literals. Which *checks* read it is their READS, not a module's."""
     root = _product_root()
     flag_constants = _constants(root / "sglang" / "flags.py")
     table: dict[tuple[str, str], set[str]] = {}
@@ -272,7 +282,7 @@ def module_readers() -> dict[tuple[str, str], tuple[str, ...]]:
     trees = [(root, "sparkgate")] + ([(simulator, "simulator/src/sparkgate_sim")] if simulator.is_dir() else [])
     # fork.py re-exports fork-only fixture entries as constants (fork.FP8_LM_HEAD_LOG ...): follow them.
     fork_constants = _fixture_constants(root / "sglang" / "fork.py")
-    skipped = {"flags.py", "facts.py", "attribution.py"}
+    skipped = {"flags.py", "facts.py"}
     for base, label in trees:
         for path in sorted(base.rglob("*.py")):
             if "__pycache__" in path.parts or path.parent == root / "sglang" and path.name in skipped:
@@ -321,8 +331,8 @@ def _reads_in(tree: ast.AST, flag_constants: dict[str, str],
                 and isinstance(node.func.value, ast.Name) and node.func.value.id in _CONFORMANCE_NAMES:
             args = [key for key in map(_key_of, node.args) if key is not None]
             attr = node.func.attr
-            if attr in attribution.ACCESSORS and args:
-                found.add((attribution.ACCESSORS[attr], args[0]))
+            if attr in ACCESSORS and args:
+                found.add((ACCESSORS[attr], args[0]))
             elif attr in ("text", "entry") and len(args) >= 2:
                 found.add((args[0], args[1]))
             elif attr == "fork_only_of_kind" and args:
@@ -347,41 +357,91 @@ def _modules_of(keys: set[tuple[str, str]], fixture: dict[str, Any] | None) -> s
     return found
 
 
-def _readers(sources: set[attribution.Source], keys: set[tuple[str, str]],
-             fixture: dict[str, Any] | None) -> Readers:
-    found = attribution.attribute(sources)
+@lru_cache(maxsize=1)
+def _rule_reads() -> dict[str, tuple[str, ...]]:
+    """Rule module (its path) -> the facts its rules declare they read (RULE_READS)."""
+    from sparkgate.optimizations import REGISTRY
+    from sparkgate.profile import rules
+
+    return {module.__name__.replace(".", "/") + ".py": tuple(module.RULE_READS)
+            for module in (rules, *REGISTRY.values())}
+
+
+def _rules_of(names: set[str]) -> tuple[str, ...]:
+    """The rule modules that read any of `names` (fixture entries, options, variables; a read may be a glob)."""
+    return tuple(sorted(module for module, reads in _rule_reads().items()
+                        if any(fnmatch.fnmatchcase(name, read) for read in reads for name in names)))
+
+
+def _checks_of(names: set[str]) -> tuple[str, ...]:
+    from sparkgate.evidence import catalog
+
+    table = catalog.readers()
+    return tuple(sorted({check for name in names for check in table.get(name, ())}))
+
+
+def _probe_fields(section: str, entry: dict[str, Any]) -> set[str]:
+    """The report fields the probe fills from a fixture entry (its HOOK_READS: a dotted name, or an attribute's)."""
+    try:
+        from sparkgate_probe.hooks import HOOK_READS
+    except ImportError:  # sparkgate without its probe package: no probe reads to name
+        return set()
+    text = str(entry.get("text", ""))
+    dotted = str(entry.get("source", "")).removesuffix(".py").replace("/", ".") + "." + text
+    found: set[str] = set()
+    for name, fields in HOOK_READS.items():
+        if section == "hook_targets" and name == text \
+                or section == "classes" and (name == dotted or name.startswith(dotted + ".")) \
+                or section in ("attributes", "fork_only") and name == text \
+                and entry.get("kind", "attribute") in ("attribute", "method"):
+            found |= set(fields)
+    return found
+
+
+def _readers(checks: set[str], rules: set[str], keys: set[tuple[str, str]], fixture: dict[str, Any] | None,
+             probe_fields: set[str] = frozenset()) -> Readers:
     modules = _modules_of(keys, fixture)
-    return Readers(checks=found.checks, rules=found.rules,
+    return Readers(checks=_checks_of(checks | {f"probe.{f}" for f in probe_fields}), rules=_rules_of(rules),
                    modules=tuple(sorted(m for m in modules if m.startswith("sparkgate/"))),
-                   simulator=tuple(sorted(m for m in modules if not m.startswith("sparkgate/"))))
+                   simulator=tuple(sorted(m for m in modules if not m.startswith("sparkgate/"))),
+                   probe=(PROBE_HOOKS,) if probe_fields else ())
+
+
+def _options_setting(dest: str, flags: dict[str, Any]) -> set[str]:
+    """Every option string that sets ServerArgs field `dest`."""
+    return {spelling for option, entry in flags.items() if entry.get("dest") == dest
+            for spelling in (option, *entry.get("option_strings", ()))}
 
 
 def readers_of_entry(section: str, key: str, fixture: dict[str, Any], flags: dict[str, Any] | None = None) -> Readers:
     """Who reads fixture entry `section.key` (`flags`, the parser table, links a ServerArgs field to its options)."""
     entry = fixture.get(section, {}).get(key, {})
-    flags = flags if flags is not None else {}
-    derived = attribution.derived()
-    sources = attribution.fixture_sources(section, key, entry, derived, attribution.option_dests(flags))
-    readers = _readers(sources, {(section, key)}, fixture)
-    probe = tuple(sorted({read.where for read in attribution.probe_reads(section, entry, derived)}))
-    return dataclasses.replace(readers, probe=probe)
+    name = f"{section}.{key}"
+    rules = {name}
+    if section == "server_args":
+        rules |= _options_setting(str(entry.get("text", "")), flags or {})
+    if section == "env" or section == "fork_only" and entry.get("kind") == "env":
+        rules.add(str(entry.get("text", "")))
+    return _readers({name}, rules, {(section, key)}, fixture, _probe_fields(section, entry))
 
 
 def readers_of_flag(option: str, flags: dict[str, Any], fixture: dict[str, Any]) -> Readers:
     """Who reads an option: through any of its spellings, and through the ServerArgs field it sets."""
     entry = flags.get(option) or {}
-    keys = {("flag", spelling) for spelling in {option, *entry.get("option_strings", ())}}
-    keys |= {("server_args", k) for k, arg in fixture.get("server_args", {}).items() if arg.get("text") == entry.get("dest")}
-    return _readers(attribution.flag_sources(option, flags, fixture), keys, fixture)
+    spellings = {option, *entry.get("option_strings", ())}
+    fields = {f"server_args.{k}" for k, arg in fixture.get("server_args", {}).items()
+              if arg.get("text") == entry.get("dest")}
+    keys = {("flag", spelling) for spelling in spellings} | {tuple(f.split(".", 1)) for f in fields}
+    return _readers(fields, spellings | fields, keys, fixture)
 
 
 def readers_of_env(name: str, fixture: dict[str, Any]) -> Readers:
     """Who reads a variable: by name, and through the fixture entries that name it."""
-    keys = {("env", name)}
-    keys |= {("env", k) for k, e in fixture.get("env", {}).items() if e.get("text") == name}
-    keys |= {("fork_only", k) for k, e in fixture.get("fork_only", {}).items()
-             if e.get("kind") == "env" and e.get("text") == name}
-    return _readers(attribution.env_sources(name, fixture), keys, fixture)
+    entries = {f"env.{k}" for k, e in fixture.get("env", {}).items() if e.get("text") == name}
+    entries |= {f"fork_only.{k}" for k, e in fixture.get("fork_only", {}).items()
+                if e.get("kind") == "env" and e.get("text") == name}
+    keys = {("env", name)} | {tuple(f.split(".", 1)) for f in entries}
+    return _readers(entries, {name} | entries, keys, fixture)
 
 
 # --- the difference ------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ so the venv's SGLang is never touched.
   SGLANG_ENABLE_FP8_LM_HEAD in Envs, `log` adds the fork's FP8 LM-head log line to bailing_moe_v3.py, `share`
   gives BailingMoeForCausalLMNextN `set_lm_head_from_target`, `humming` adds a humming-kernels distribution.
 - ALTERATIONS: one log format, one metric name and one ServerArgs field changed as an upgrade might;
-  ATTRIBUTION_ALTERATIONS: changes each read by named checks only, and a changed default (`alterations=`).
+  READER_ALTERATIONS: changes each read by named checks only, and a changed default (`alterations=`).
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ ALTERATIONS = {
 }
 # What each alteration takes away, as the fixture names it.
 ALTERED_ENTRIES = {"log_formats.load_weight_end", "metrics.spec_accept_length", "server_args.decode_log_interval"}
-# For the attribution of `invoke sglang.diff`: the target's CUDA-graph capture line (engine.cuda_graph_capture_log
+# For the readers `invoke sglang.diff` names (the checks' READS): the target's CUDA-graph capture line (engine.cuda_graph_capture_log
 # reads it), the CUDA-graph pass counter (engine.cuda_graph_passes), a method the probe hooks (EAGLE's
 # init_lm_head) and the default of --max-running-requests (None -> 48; engine.batch1 reads the field).
-ATTRIBUTION_ALTERATIONS = {
+READER_ALTERATIONS = {
     "sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py": (
         'f"Capture {capture_name} {graph_backend[model_runner.device]} begin. "',
         'f"Capture {capture_name} {graph_backend[model_runner.device]} start. "'),
@@ -46,7 +46,7 @@ ATTRIBUTION_ALTERATIONS = {
     "sglang/srt/arg_groups/fields/schedule.py": ('"The maximum number of running requests.",\n    ] = None',
                                                  '"The maximum number of running requests.",\n    ] = 48'),
 }
-ATTRIBUTION_ENTRIES = {"log_formats.capture_begin", "metrics.cuda_graph_passes", "hook_targets.init_lm_head"}
+READER_ENTRIES = {"log_formats.capture_begin", "metrics.cuda_graph_passes", "hook_targets.init_lm_head"}
 
 
 def installed_root() -> Path:

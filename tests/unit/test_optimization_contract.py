@@ -31,7 +31,7 @@ from sparkgate.sentinel.service import Sentinel, SentinelConfig
 
 SCALE = 0.05
 CONTRACT = ("KEY", "DOCS", "Settings", "flags", "env", "OWNED_ENV", "OWNED_FLAGS", "GATE_WOULD_MISS", "rules",
-            "expectations", "CHECKS", "checks", "CONFIG_KEYS")
+            "RULE_READS", "expectations", "CHECKS", "READS", "checks", "CONFIG_KEYS")
 
 
 # --- the do-nothing optimization --------------------------------------------------------------------------
@@ -62,10 +62,11 @@ def noop_module() -> types.ModuleType:
     module.__dict__.update(
         KEY="noop", DOCS="noop.md", Settings=NoopSettings,
         flags=lambda profile: {}, env=lambda profile: {}, OWNED_ENV=(), OWNED_FLAGS={}, GATE_WOULD_MISS="nothing",
-        rules=lambda ctx: [],
+        rules=lambda ctx: [], RULE_READS=(),
         expectations=lambda profile: {"requested": profile.optimizations.noop.enabled},
         CHECKS={"noop.config_echo": Stage.CONFIGURATION, "noop.calibrated": Stage.CALIBRATION,
                 "noop.watch": Stage.RECHECK_ONLY},
+        READS={"noop.config_echo": (), "noop.calibrated": (), "noop.watch": ()},
         checks=noop_checks,
         start_rechecks=noop_start_rechecks, rechecks=noop_rechecks,
         GAUGES={"sparkgate_noop_elapsed": ("Calibration time, from the noop module.", ("calibration", "elapsed_s"))},
@@ -139,6 +140,7 @@ def test_an_undeclared_check_fails_closed_and_is_rechecked(monkeypatch):
 def test_a_check_declared_twice_is_refused(monkeypatch):
     module = noop_module()
     module.CHECKS = {"humming.config_echo": Stage.HEALTH}
+    module.READS = {"humming.config_echo": ()}
     monkeypatch.setitem(REGISTRY, "noop", module)
     with pytest.raises(catalog.DuplicateCheck, match="humming.config_echo"):
         catalog.declared()

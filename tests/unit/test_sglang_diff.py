@@ -4,9 +4,10 @@ Against the pinned 0.5.23 it reports nothing lost; against a copy with one log f
 ServerArgs field changed it names each, with the checks that read it, and exits 1. `--image` reads the facts inside
 the image with no network (a stand-in `docker` on PATH records the call and runs the same reader here).
 
-Which checks read an entry is derived from the code (sparkgate/sglang/attribution.py): a copy with the CUDA-graph
-capture line, the CUDA-graph pass counter, a hooked method and a flag's default changed names exactly the checks
-that read each, and every fixture entry is read by a check, a rule or the simulator, or is named here as read by none.
+Which checks read an entry is what the checks declare (READS beside CHECKS, proven by test_declared_reads.py), the
+rules (RULE_READS) and the probe (HOOK_READS): a copy with the CUDA-graph capture line, the CUDA-graph pass counter, a
+hooked method and a flag's default changed names exactly the checks that read each, and every fixture entry is read
+by a check, a rule or the simulator, or is named here as read by none.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import pytest
 
 from sparkgate.evidence import catalog
 from sparkgate.images import load_lock
-from sparkgate.sglang import attribution, conformance, facts, proof
+from sparkgate.sglang import conformance, facts, proof
 from tests.unit import sglang_copies
 
 pytestmark = pytest.mark.sglang
@@ -172,11 +173,11 @@ def test_the_readers_of_fork_only_entries_are_followed_through_fork_constants():
     assert "sparkgate/optimizations/fp8_lm_head.py" in readers.modules
     assert readers.checks == ("fp8_lm_head.log_signature",)
     # Through the calibration's result, stored in Evidence.calibration, to the check the accept length feeds.
-    calibration = facts.readers_of_entry("strings", "meta_spec_accept_length", conformance.fixture())
+    calibration = facts.readers_of_entry("strings", "meta_spec_verify_ct", conformance.fixture())
     assert "mtp.accept_length" in calibration.checks and "engine.health" not in calibration.checks
 
 
-# --- which checks read what: derived from the code (sparkgate/sglang/attribution.py) -----------------------------
+# --- which checks read what: the declarations (READS, RULE_READS, HOOK_READS) ---------------------------------------
 
 # Fixture entries that no check, no profile rule and no simulator module reads, each named with why. Everything
 # else in the fixture must reach a check or a rule through the code, or be written by the simulator.
@@ -184,6 +185,7 @@ READ_BY_NONE = {
     # Read by sparkgate, but by no check: the build guard proves it, or a constant nothing uses yet.
     "fork_only.draft_lm_head_module_share",  # build guard (sglang/fork.py); the probe sees the share, not the method
     "strings.meta_decode_throughput",  # request_timing.DECODE_THROUGHPUT: the gate computes the rate itself
+    "log_formats.hooks_failed",  # named in engine.probe_report's hint only (where to look in the log)
     # Spelled as literals outside the fixture (sentinel/service.py, evidence/verify.py) or not read at all.
     "strings.server_info_startup_time", "strings.server_info_launch_command", "strings.server_info_status",
     "strings.server_info_max_total_num_tokens", "strings.internal_state_avg_spec_accept_length",
@@ -210,8 +212,8 @@ def test_every_fixture_entry_is_read_by_a_check_a_rule_or_the_simulator_or_named
     unread = {name for name, r in table.items() if not (r.checks or r.rules or r.simulator)}
     assert unread == READ_BY_NONE
     assert len(READ_BY_NONE) <= len(table) // 8  # a short list, every entry named above
-    # 74 of 181 entries reach 45 of the 51 declared checks (health, the admin key, host memory and the sentinel's
-    # restart and weight checks read no SGLang string through the fixture).
+    # 78 of 187 entries reach 47 of the 52 declared checks (the admin key, host memory and the sentinel's restart and
+    # weight checks read no SGLang string through the fixture).
     with_checks = {name for name, r in table.items() if r.checks}
     assert len(with_checks) >= 70 and len({c for r in table.values() for c in r.checks}) >= 40
 
@@ -234,8 +236,8 @@ def test_an_entry_names_the_checks_that_read_it_not_every_check_of_its_module():
 
 def test_a_probe_hook_target_names_the_checks_that_read_the_report_fields_its_hook_writes():
     fixture = conformance.fixture()
-    report_readers = set(attribution.attribute({("probe_field", f) for f in ("draft", "target", "lm_head_sharing",
-                                                                             "hooks_called", "errors")}).checks)
+    report_readers = {c for f in ("draft", "target", "lm_head_sharing", "hooks_called", "errors", "hooks_attached")
+                      for c in catalog.readers().get(f"probe.{f}", ())}
     load_model = facts.readers_of_entry("hook_targets", "load_model", fixture)
     # after_load_model records the target's and the draft's model, not the LM-head share.
     assert set(load_model.checks) <= report_readers and "mtp.lm_head_module_shared" not in load_model.checks
@@ -243,8 +245,9 @@ def test_a_probe_hook_target_names_the_checks_that_read_the_report_fields_its_ho
     assert load_model.probe == ("probe/src/sparkgate_probe/hooks.py",)
     init_lm_head = facts.readers_of_entry("hook_targets", "init_lm_head", fixture)
     assert "mtp.lm_head_module_shared" in init_lm_head.checks
-    # An SGLang attribute a hook's helper reads feeds what that hook writes.
-    assert facts.readers_of_entry("attributes", "is_draft_worker", fixture).checks == load_model.checks
+    # An SGLang attribute a hook's helper reads feeds what that hook writes (the role records).
+    role = facts.readers_of_entry("attributes", "is_draft_worker", fixture).checks
+    assert set(role) <= set(load_model.checks) and {"mtp.draft_loaded", "fp8_lm_head.target_head"} <= set(role)
 
 
 def test_a_changed_default_of_a_read_flag_is_reported_with_old_and_new_and_the_checks():
@@ -264,12 +267,12 @@ def test_a_changed_default_of_a_read_flag_is_reported_with_old_and_new_and_the_c
 
 
 def test_a_copy_with_attributed_changes_names_each_changes_checks(tmp_path):
-    root = sglang_copies.make_copy(tmp_path, alterations=sglang_copies.ATTRIBUTION_ALTERATIONS)
+    root = sglang_copies.make_copy(tmp_path, alterations=sglang_copies.READER_ALTERATIONS)
     pinned = facts.pinned("sglang-stock")
     result = facts.diff(pinned, facts.observe(root, fork=False, fixture=pinned.fixture),
                         used_flags=facts.profile_flags())
     lost = {i.name: i for i in result.losses}
-    assert set(lost) == sglang_copies.ATTRIBUTION_ENTRIES
+    assert set(lost) == sglang_copies.READER_ENTRIES
     report = facts.render(result)
     capture = report.split("log_formats.capture_begin", 1)[1].splitlines()[1]
     assert capture == ("           affects engine.cuda_graph_capture_log; "
@@ -281,42 +284,3 @@ def test_a_copy_with_attributed_changes_names_each_changes_checks(tmp_path):
     assert not {"engine.health", "engine.speed_vs_baseline", "engine.cuda_graph_capture_log"} & set(hook.checks)
     assert "       changed  --max-running-requests: None -> 48\n           affects engine.batch1; profile rules in " \
            "sparkgate/profile/rules.py" in report
-
-
-def test_the_analysis_follows_constants_helpers_and_conditions(tmp_path):
-    """On a made-up check module: a module constant, a helper two checks share, a hint, a condition."""
-    source = tmp_path / "fake.py"
-    source.write_text('''
-from sparkgate.evidence.results import checked, failed
-from sparkgate.sglang import conformance as C
-
-PATTERN = C.log_pattern("capture_begin")
-SHARED = C.metric("cuda_graph_passes")
-
-
-def _shared(samples):
-    return sum(v for name, v in samples if name == SHARED)
-
-
-def run(ev, samples):
-    seen = len(ev.log.matching(PATTERN))
-    results = [checked("fake.a", seen > 0, seen, 1, "log", "")]
-    hint = f"look for {C.log_format('ready')}"
-    results.append(checked("fake.b", _shared(samples) > 0, None, None, "metrics", hint))
-    if C.string_("graph_backend_cuda") in samples:
-        results.append(failed("fake.c", _shared(samples), None, "metrics", ""))
-    return results
-''')
-    root = attribution.product_root()
-    modules = [attribution.load_module(root / "sglang" / "conformance.py", attribution.CONFORMANCE, "conformance"),
-               attribution.load_module(root / "evidence" / "results.py", attribution.RESULTS, "results"),
-               attribution.load_module(source, "sparkgate.fake", "sparkgate/fake.py")]
-    derived = attribution.derive(modules, {"fake.a", "fake.b", "fake.c"})
-
-    def checks(section, key):
-        return attribution.attribute({("entry", section, key)}, derived).checks
-
-    assert checks("log_formats", "capture_begin") == ("fake.a",)
-    assert checks("metrics", "cuda_graph_passes") == ("fake.b", "fake.c")
-    assert checks("log_formats", "ready") == ("fake.b",)
-    assert checks("strings", "graph_backend_cuda") == ("fake.c",)

@@ -132,6 +132,31 @@ HOOK_TARGETS: dict[str, Callable[..., None]] = {
 }
 
 
+# What the probe reads off SGLang (a dotted name, or an attribute's name) -> the report fields it fills: a name SGLang
+# renames leaves those fields unproven. sparkgate's `invoke sglang.diff` names the checks that read each field.
+EVERY_FIELD = ("probe_version", "target", "draft", "lm_head_sharing", "hooks_registered", "hooks_attached",
+               "hooks_called", "errors")
+_HOOKED = ("hooks_called", "hooks_attached", "errors")
+_SHARING = ("target", "draft", "lm_head_sharing", "errors")
+HOOK_READS: dict[str, tuple[str, ...]] = {
+    LOAD_MODEL: ("target", "draft", *_HOOKED),
+    INIT_LM_HEAD: ("target", "draft", "lm_head_sharing", *_HOOKED),
+    DSPARK_WORKER_INIT: ("target", "draft", "lm_head_sharing", *_HOOKED),
+    GET_INTERNAL_STATE: EVERY_FIELD,  # no report is published without it
+    "sglang.srt.plugins.hook_registry.HookRegistry": EVERY_FIELD,  # plugin.register, attached_hooks
+    "sglang.srt.plugins.hook_registry.HookType": EVERY_FIELD,
+    "sglang.srt.layers.moe.fused_moe_triton.layer.FusedMoE": ("target", "draft", "errors"),
+    "sglang.srt.lora.layers.unwrap_lora_layer": _SHARING,
+    "is_draft_worker": ("target", "draft", "errors"),
+    "target_worker": _SHARING,
+    "draft_runner": _SHARING,
+    "draft_model": _SHARING,
+    "runner_backend": ("target", "draft"),  # facts.moe_method_name
+    "weight_scale": ("target", "draft"),  # facts.SCALE_ATTRS
+    "weight_scale_inv": ("target", "draft"),
+}
+
+
 def attached_hooks() -> dict[str, bool]:
     """Per target: did SGLang apply the hooks, and is the live attribute a wrapper?"""
     from sglang.srt.plugins.hook_registry import HookRegistry

@@ -1,0 +1,278 @@
+"""Every check's READS (beside its CHECKS) is proven on the recorded captures in tests/fixtures/captures.
+
+For each SGLang fact a check can read, a fresh child process changes it and re-judges every capture
+(capture.rejudge, with expectations rebuilt from the capture's profile where it still loads):
+
+- a conformance-fixture entry `section.key`: the fixture the gate imports says "SGMUT" + its text (set before the
+  checks are imported: their module constants are built from it); a log format is also tried with one rendering of
+  it appended to each capture's log, so that a check that counts an absent line is seen to read it;
+- a probe report field `probe.<field>`: the field is removed from the recorded `/server_info` engagement report.
+
+The checks whose (passed, observed, expected) differ from the unchanged run are the checks that read the fact; they
+must be exactly its declared readers among the checks the captures exercise. A fact whose readers no capture can
+show (re-check-only checks, a string the gate only sends) is named in UNEXERCISED with why, and that list has no
+stale entry. `python -m tests.unit.test_declared_reads FACT...` prints what moves (JSON), for a new declaration.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import string
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkgate.sglang import conformance  # builds nothing from the fixture at import
+
+REPO = Path(__file__).resolve().parents[2]
+CAPTURES = REPO / "tests" / "fixtures" / "captures"
+MUTATION = "SGMUT"
+BASELINE = "-"
+
+# Facts a check declares but no recorded capture can show moving, each with why. Each must still move nothing (a string
+# the gate sends breaks the replay instead): one that moves a check belongs to the proof, not here.
+_RECHECK = "read only by re-check-only checks (the sentinel's); no capture records a re-check round"
+UNEXERCISED: dict[str, str] = {
+    **{fact: _RECHECK for fact in (
+        "metrics.generation_tokens", "metrics.spec_verify_calls", "metrics.num_queue_reqs", "metrics.num_running_reqs",
+        "metrics.realtime_tokens", "strings.realtime_mode_decode", "log_formats.decode_batch",
+        "log_formats.decode_accept", "log_formats.decode_token_part", "log_formats.decode_full_token_part")},
+    # The gate sends it (answers.RAW_ANSWER): a changed key is another request, which a replay refuses.
+    "strings.chat_enable_thinking": "sent, not read back: the replay refuses the changed request",
+    "strings.think_start": "no capture's answers hold a thinking block",
+    "strings.think_end": "no capture's answers hold a thinking block",
+    "log_formats.capture_failed": "engine.health reads it from a refused start's log (evidence/startup.py); no capture "
+                                  "holds a refused start",
+    "strings.gemm_indexed": "part of the expected line only when the log cannot be read; every capture has its log",
+    "classes.dspark_draft": "the shipped DSpark profile names the class itself (a rule refuses any other)",
+    # Spelled for the launch by sparkgate/sglang/flags.py (the variables the gate sets); a replay launches nothing.
+    "env.plugins": "engine.probe_report has a report only when SGLang loads the probe through this variable",
+    "fork_only.fp8_lm_head_env": "fp8_lm_head.env_declared looks for flags.FP8_LM_HEAD_ENV, the variable the gate sets",
+    # Absent from a report, these read as "none": removing them moves nothing; no capture holds a probe error.
+    "probe.errors": "no capture's probe report holds an error",
+    "probe.hooks_attached": "a report without it is not judged on it; every capture's hooks attached",
+}
+
+
+# --- the worker: runs in a fresh interpreter that has imported nothing of the checks yet ----------------------------
+
+
+def _rendering(fmt: str) -> str | None:
+    holes = {field for _, field, _, _ in string.Formatter().parse(fmt) if field}
+    for value in ("1", 1):
+        try:
+            return fmt.format(**{h: value for h in holes})
+        except (ValueError, TypeError, KeyError, IndexError):
+            continue
+    return None
+
+
+def _judge(captured: list, mutate: str, inject: str | None) -> dict:
+    """In a child: change `mutate` (a fact, or BASELINE), import the checks, re-judge every capture."""
+    if mutate != BASELINE and not mutate.startswith("probe."):
+        section, key = mutate.split(".", 1)
+        changed = copy.deepcopy(conformance.fixture())
+        changed[section][key]["text"] = MUTATION + changed[section][key]["text"]
+        conformance.fixture = lambda: changed  # the accessors call fixture() through the module global
+    from sparkgate.bundle import expectations
+    from sparkgate.evidence import capture
+    from sparkgate.evidence.recording import ReplayMismatch
+    from sparkgate.profile import loading
+
+    out: dict = {}
+    profiles: dict = {}
+    for name, one in captured:
+        recording = one.recording
+        try:
+            if one.manifest.profile not in profiles:
+                profiles[one.manifest.profile] = loading.load(one.manifest.profile)
+            rebuilt = expectations.build(profiles[one.manifest.profile], recording.expectations["target"],
+                                         recording.expectations["time_scale"])
+            recording = recording.model_copy(update={"expectations": rebuilt})
+        except Exception:  # a profile this checkout no longer ships (or refuses): its recorded expectations stand
+            pass
+        if mutate.startswith("probe."):
+            recording = recording.model_copy(update={"exchanges": [_without_field(e, mutate[6:])
+                                                                   for e in recording.exchanges]})
+        if inject is not None:
+            recording = recording.model_copy(update={"log_text": (recording.log_text or "")
+                                                     + f"\n[2025-01-01 00:00:00] {inject}\n"})
+        try:
+            verdict = capture.rejudge(one.model_copy(update={"recording": recording})).as_dict()
+        except ReplayMismatch:
+            out[name] = None
+            continue
+        out[name] = {c["name"]: json.dumps([c["passed"], c["observed"], c["expected"]], sort_keys=True, default=str)
+                     for c in verdict["checks"]}
+    return out
+
+
+def _without_field(exchange, field: str):
+    if exchange.path != "/server_info" or not exchange.text:
+        return exchange
+    info = json.loads(exchange.text)
+    for state in info.get("internal_states") or ():
+        report = state.get("engagement") if isinstance(state, dict) else None
+        if isinstance(report, dict):
+            report.pop(field, None)
+    return exchange.model_copy(update={"text": json.dumps(info)})
+
+
+def _in_child(captured: list, mutate: str, inject: str | None) -> dict:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.close(read)
+        try:
+            data = json.dumps(_judge(captured, mutate, inject)).encode()
+        except BaseException as exc:  # noqa: BLE001 - any failure goes back to the parent as data
+            data = json.dumps({"__error__": f"{type(exc).__name__}: {exc}"}).encode()
+        with os.fdopen(write, "wb") as pipe:
+            pipe.write(data)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    result = json.loads(data)
+    if "__error__" in result:
+        raise RuntimeError(f"{mutate}: {result['__error__']}")
+    return result
+
+
+def _moved(before: dict, after: dict) -> tuple[set[str], bool]:
+    moved, mismatch = set(), False
+    for name, checks in before.items():
+        now = after.get(name)
+        if now is None or checks is None:
+            mismatch |= now is None and checks is not None
+            continue
+        moved |= {c for c in checks.keys() | now.keys() if checks.get(c) != now.get(c)}
+    return moved, mismatch
+
+
+def worker(facts: list[str]) -> dict:
+    """{fact: {"moved": [...], "mismatch": bool}, "__exercised__": [...]}, every fact judged in its own child."""
+    from sparkgate.evidence import capture  # reads no fixture at import
+
+    captured = [(p.name, capture.read(p)) for p in sorted(CAPTURES.glob("*.capture.tar.gz"))]
+    base = _in_child(captured, BASELINE, None)
+    result: dict = {"__exercised__": sorted({c for checks in base.values() if checks for c in checks})}
+    for fact in facts:
+        moved, mismatch = _moved(base, _in_child(captured, fact, None))
+        section, _, key = fact.partition(".")
+        line = _rendering(conformance.log_format(key)) if section == "log_formats" and not moved else None
+        if line is not None:  # a check that counts an absent line reads the format too
+            injected = _in_child(captured, BASELINE, line)
+            more, _ = _moved(injected, _in_child(captured, fact, line))
+            moved |= more
+        result[fact] = {"moved": sorted(moved), "mismatch": mismatch}
+    return result
+
+
+def judge(facts: list[str]) -> dict:
+    """The worker in a fresh interpreter: the test process has imported the checks already."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-m", "tests.unit.test_declared_reads", *facts], cwd=REPO, env=env,
+                          capture_output=True, text=True, check=False, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def unproven(judged: dict, readers: dict[str, tuple[str, ...]]) -> list[str]:
+    """Each way the judged facts disagree with the declared `readers` (fact -> checks), one line each."""
+    exercised = set(judged["__exercised__"])
+    problems = []
+    for fact, seen in judged.items():
+        if fact == "__exercised__":
+            continue
+        moved, declared = set(seen["moved"]), set(readers.get(fact, ()))
+        if fact in UNEXERCISED:
+            if moved or not declared:
+                problems.append(f"UNEXERCISED[{fact!r}] is stale: it moves {sorted(moved)}, declared by "
+                                f"{sorted(declared)}")
+            continue
+        if seen["mismatch"]:
+            problems.append(f"changing {fact} breaks the replay (the gate sends it): name it in UNEXERCISED")
+        for check in sorted(moved - declared):
+            problems.append(f"{check} reads {fact} but does not declare it (add it to the check's READS)")
+        for check in sorted((declared & exercised) - moved):
+            problems.append(f"{check} declares {fact}, but changing it does not move {check} on any capture")
+        if declared and not declared & exercised:
+            problems.append(f"no capture exercises a reader of {fact} ({sorted(declared)}): name it in UNEXERCISED")
+    return problems
+
+
+def _facts_of(section: str) -> list[str]:
+    from sparkgate.evidence.probe_report import REPORT_FIELDS
+
+    if section == "probe":
+        return [f"probe.{field}" for field in REPORT_FIELDS]
+    return [f"{section}.{key}" for key in conformance.fixture()[section]]
+
+
+# A section in parts of at most this many facts, so that xdist spreads the long ones (log formats: two children each).
+PART = 12
+
+
+@pytest.mark.parametrize("section,part", [(section, part) for section in (*conformance.SECTIONS, "probe")
+                                          for part in range(-(-len(_facts_of(section)) // PART))])
+def test_every_declared_read_moves_exactly_its_checks(section, part):
+    from sparkgate.evidence import catalog
+
+    assert unproven(judge(_facts_of(section)[part * PART:(part + 1) * PART]), catalog.readers()) == []
+
+
+def test_an_undeclared_read_is_found_and_a_declared_one_that_moves_nothing_too():
+    from sparkgate.evidence import catalog
+
+    judged = judge(["log_formats.capture_begin"])
+    readers = dict(catalog.readers())
+    assert unproven(judged, readers) == []
+    without = {**readers, "log_formats.capture_begin": ()}
+    assert unproven(judged, without) == [
+        "engine.cuda_graph_capture_log reads log_formats.capture_begin but does not declare it (add it to the "
+        "check's READS)"]
+    extra = {**readers, "log_formats.capture_begin": ("engine.cuda_graph_capture_log", "engine.log")}
+    assert unproven(judged, extra) == [
+        "engine.log declares log_formats.capture_begin, but changing it does not move engine.log on any capture"]
+
+
+def test_unexercised_names_only_declared_facts():
+    from sparkgate.evidence import catalog
+
+    assert set(UNEXERCISED) <= set(catalog.readers()), set(UNEXERCISED) - set(catalog.readers())
+
+
+
+def test_a_module_whose_reads_do_not_match_its_checks_or_name_an_unknown_fact_is_refused(monkeypatch):
+    from sparkgate.evidence import catalog, stall
+
+    monkeypatch.setattr(stall, "READS", {})
+    with pytest.raises(catalog.BadReads, match=r"READS and CHECKS differ in \['engine.stalled'\]"):
+        catalog.declared()
+    monkeypatch.setattr(stall, "READS", {"engine.stalled": ("metrics.no_such_metric", "probe.no_such_field")})
+    with pytest.raises(catalog.BadReads, match="no fixture entry or probe field"):
+        catalog.declared()
+
+
+def test_the_probe_declares_what_it_reads_in_the_fields_its_report_has():
+    from sparkgate.evidence.probe_report import REPORT_FIELDS
+    from sparkgate_probe import hooks
+    from sparkgate_probe.report import EngagementReport
+
+    assert set(EngagementReport().snapshot()) | {"errors_dropped"} == set(REPORT_FIELDS)
+    assert set(hooks.HOOK_TARGETS) <= set(hooks.HOOK_READS)
+    assert all(set(fields) <= set(REPORT_FIELDS) for fields in hooks.HOOK_READS.values())
+    # Each name it declares is one the fixture proves against SGLang (a hook target, class or attribute).
+    fixture = conformance.fixture()
+    named = {e["text"] for s in ("hook_targets", "attributes", "fork_only") for e in fixture[s].values()}
+    named |= {e["source"].removesuffix(".py").replace("/", ".") + "." + e["text"] for e in fixture["classes"].values()}
+    assert set(hooks.HOOK_READS) <= named, set(hooks.HOOK_READS) - named
+
+if __name__ == "__main__":
+    print(json.dumps(worker(sys.argv[1:])))
