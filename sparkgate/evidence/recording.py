@@ -234,8 +234,11 @@ class RecordingClient(EngineClient):
         chunks: list[tuple[float, dict[str, Any]]] = []
         try:
             for arrived, chunk in super().stream_generate(body, timeout):
-                chunks.append((round(arrived - sent, 6), chunk))
-                yield arrived, chunk
+                offset = round(arrived - sent, 6)
+                chunks.append((offset, chunk))
+                # The arrival as the recording keeps it: the live verdict reads the same microseconds a replay will
+                # (the raw clock's sub-microsecond part could tip a rounded figure across its last digit).
+                yield sent + offset, chunk
         except EngineUnreachable as exc:
             self._keep(sent, call="stream", path="/generate", body=body, chunks=chunks, error=str(exc),
                        timed_out=exc.timed_out)

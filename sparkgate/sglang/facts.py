@@ -373,10 +373,22 @@ def _rules_of(names: set[str]) -> tuple[str, ...]:
                         if any(fnmatch.fnmatchcase(name, read) for read in reads for name in names)))
 
 
+# Launch settings (sglang/flags.py passes them for every profile) without which whole families of reads see nothing:
+# a renamed one breaks every check reading a fact that starts with one of its prefixes, although none of those
+# checks reads the setting back (so no replay can prove it: a replay launches nothing).
+LAUNCH_PREREQUISITES = {
+    "server_args.enable_metrics": ("metrics.",),
+    "server_args.decode_log_interval": ("log_formats.decode_",),
+    "env.expose_own_env_vars": ("env.", "fork_only.fp8_lm_head_env"),
+}
+
+
 def _checks_of(names: set[str]) -> tuple[str, ...]:
     from sparkgate.evidence import catalog
 
     table = catalog.readers()
+    names = names | {fact for name in names for fact in table
+                     if fact.startswith(LAUNCH_PREREQUISITES.get(name, ()))}
     return tuple(sorted({check for name in names for check in table.get(name, ())}))
 
 
@@ -384,8 +396,9 @@ def _probe_fields(section: str, entry: dict[str, Any]) -> set[str]:
     """The report fields the probe fills from a fixture entry (its HOOK_READS: a dotted name, or an attribute's)."""
     try:
         from sparkgate_probe.hooks import HOOK_READS
-    except ImportError:  # sparkgate without its probe package: no probe reads to name
-        return set()
+    except ImportError:  # never "no probe reads": the report would under-name what an SGLang change affects
+        raise ObserveError("the probe package (sparkgate_probe) is not installed, so which checks read what the probe "
+                           "reports is unknown: run `bash scripts/bootstrap` (it installs ./probe)") from None
     text = str(entry.get("text", ""))
     dotted = str(entry.get("source", "")).removesuffix(".py").replace("/", ".") + "." + text
     found: set[str] = set()

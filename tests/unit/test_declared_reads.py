@@ -165,7 +165,8 @@ def worker(facts: list[str]) -> dict:
     for fact in facts:
         moved, mismatch = _moved(base, _in_child(captured, fact, None))
         section, _, key = fact.partition(".")
-        line = _rendering(conformance.log_format(key)) if section == "log_formats" and not moved else None
+        # Always, not only when the change moved nothing: one check may match the line while another counts its absence.
+        line = _rendering(conformance.log_format(key)) if section == "log_formats" else None
         if line is not None:  # a check that counts an absent line reads the format too
             injected = _in_child(captured, BASELINE, line)
             more, _ = _moved(injected, _in_child(captured, fact, line))
@@ -273,6 +274,32 @@ def test_the_probe_declares_what_it_reads_in_the_fields_its_report_has():
     named = {e["text"] for s in ("hook_targets", "attributes", "fork_only") for e in fixture[s].values()}
     named |= {e["source"].removesuffix(".py").replace("/", ".") + "." + e["text"] for e in fixture["classes"].values()}
     assert set(hooks.HOOK_READS) <= named, set(hooks.HOOK_READS) - named
+
+
+def test_every_rule_read_names_something_sglang_has():
+    """RULE_READS feed sglang.diff's rule column: a typo would silently drop a rule module from it."""
+    import re
+
+    from sparkgate.optimizations import REGISTRY
+    from sparkgate.profile import rules
+    from sparkgate.sglang import parser
+
+    fixture, options = conformance.fixture(), parser.option_table()
+    for module in (rules, *REGISTRY.values()):
+        for read in module.RULE_READS:
+            section, _, key = read.partition(".")
+            known = (read in options or key in fixture.get(section, {})
+                     or re.fullmatch(r"[A-Z][A-Z0-9_]*\*?", read) is not None)
+            assert known, f"{module.__name__}.RULE_READS: {read!r} is no SGLang option, fixture entry or variable"
+
+
+def test_the_probe_these_tests_and_sglang_diff_read_is_the_checkouts():
+    """sglang.diff and the test above read HOOK_READS from the installed probe: a stale install would agree with itself."""
+    from sparkgate_probe import hooks
+
+    assert Path(hooks.__file__).read_bytes() == (REPO / "probe" / "src" / "sparkgate_probe" / "hooks.py").read_bytes(), (
+        "the installed probe is not this checkout's: reinstall it (`bash scripts/bootstrap`)")
+
 
 if __name__ == "__main__":
     print(json.dumps(worker(sys.argv[1:])))

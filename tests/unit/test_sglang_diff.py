@@ -59,7 +59,8 @@ def test_an_altered_copy_is_reported_item_by_item(tmp_path):
     assert "affects mtp.log_draft_loaded; the simulator writes it (simulator/src/sparkgate_sim/startup.py)" in block
     assert "mtp.config_echo" not in block
     assert proc.stderr.strip().splitlines()[-1] == (
-        "sparkgate sglang.diff: 3 difference(s) would leave checks without their evidence (marked LOSS above); "
+        # The three lost entries, and the removed --decode-log-interval the decode-log reads need (LAUNCH_PREREQUISITES).
+        "sparkgate sglang.diff: 4 difference(s) would leave checks without their evidence (marked LOSS above); "
         "see docs/upgrade.md")
 
 
@@ -190,7 +191,7 @@ READ_BY_NONE = {
     "strings.server_info_startup_time", "strings.server_info_launch_command", "strings.server_info_status",
     "strings.server_info_max_total_num_tokens", "strings.internal_state_avg_spec_accept_length",
     "strings.internal_state_memory_usage", "strings.model_info_model_type", "strings.model_info_reasoning_parser",
-    "server_args.reasoning_parser", "server_args.decode_log_interval",
+    "server_args.reasoning_parser",
     # Proven for the tests (the probe's unit tests, the simulator's DSpark model), read by no product code.
     "log_formats.dspark_num_steps_override", "log_formats.dspark_topk_override", "strings.moe_backend_triton",
     "strings.plugin_entry_point_group", "classes.mxfp4_flashinfer_cutlass_moe_method",
@@ -284,3 +285,13 @@ def test_a_copy_with_attributed_changes_names_each_changes_checks(tmp_path):
     assert not {"engine.health", "engine.speed_vs_baseline", "engine.cuda_graph_capture_log"} & set(hook.checks)
     assert "       changed  --max-running-requests: None -> 48\n           affects engine.batch1; profile rules in " \
            "sparkgate/profile/rules.py" in report
+
+
+def test_a_launch_setting_every_metrics_and_decode_log_read_needs_names_those_checks():
+    """--enable-metrics, --decode-log-interval, SGLANG_EXPOSE_OWN_ENV_VARS: no check reads them back, but a renamed
+    one leaves whole families of reads with nothing (facts.LAUNCH_PREREQUISITES)."""
+    fixture = conformance.fixture()
+    metrics = facts.readers_of_entry("server_args", "enable_metrics", fixture).checks
+    assert {"engine.cuda_graph_passes", "engine.stalled", "sentinel.accept_probe"} <= set(metrics)
+    assert "sentinel.accept_by_context" in facts.readers_of_entry("server_args", "decode_log_interval", fixture).checks
+    assert "fp8_lm_head.env_declared" in facts.readers_of_entry("env", "expose_own_env_vars", fixture).checks
