@@ -88,6 +88,14 @@ RUNS: dict[str, tuple[FullLaunch, ...]] = {
     ),
     # Run S: the sizing facts alone in one short run (cold kernel cache: the JIT is part of the start).
     "S": (FullLaunch("full-humming-cold", cache="cold", prompts=("short", "8k")),),
+    # Run F: the whole table in one run under 10 minutes: cold Humming with every prompt length and the profile,
+    # then (warm cache) NEXTN, graphs off (short prompt, profile) and the FlashInfer runner (dies without FlashInfer).
+    "F": (
+        FullLaunch("full-humming-cold", cache="cold", profile=True),
+        FullLaunch("full-humming-nextn", nextn=True),
+        FullLaunch("full-humming-eager", graphs=False, prompts=("short",), profile=True),
+        FullLaunch("full-flashinfer-mxfp4", moe_runner="flashinfer_mxfp4", start_timeout_s=120.0),
+    ),
 }
 
 
@@ -227,7 +235,7 @@ def main(run: str) -> int:
     base = Path(tempfile.mkdtemp(prefix="sparkgate-full-"))
     model = build_full_size(base / "ling-3.0-flash-dummy")
     cache_root = base / "humming-cache"
-    if run in ("A", "S"):
+    if run in ("A", "S", "F"):
         bandwidth = gpu_bandwidth()
         records.write_json(records.record_dir() / "gpu-bandwidth" / "measures.json", bandwidth)
         print(f"bandwidth: {bandwidth['gb_per_s']} GB/s on {bandwidth['device']}", flush=True)
