@@ -54,6 +54,9 @@ def likely_cause(log_text: str | None, reached: list[str], exit_code: int | None
     if refused is not None and not reached:
         return Cause("the engine's host preflight refused the start", (
             f"nothing was loaded: {refused[len(engine_run.PREFLIGHT_REFUSED) + 2:][:600]}"))
+    if exit_code == engine_run.EXIT_REFUSED and not reached:
+        said = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "no line")
+        return Cause("the engine's entrypoint refused the start", f"SGLang never ran: {said[:600]}")
     if CAPTURE_FAILED in tail:
         return Cause("CUDA graph capture failed", (
             "SGLang's CUDA-graph capture raised (sglang#23386: graph capture of the MoE path on GB10). Fix: lower "

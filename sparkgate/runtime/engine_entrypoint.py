@@ -37,7 +37,8 @@ LAUNCHERS = {
     "spark": ["-m", "sglang.launch_server"],
     "sim": ["-m", "sparkgate_sim"],
 }
-EXIT_REFUSED = 78  # EX_CONFIG
+EXIT_REFUSED = engine_run.EXIT_REFUSED
+REFUSED = "sparkgate engine guard: refusing to start"
 # Flags the entrypoint owns or that would put a secret on the argv (and in /proc/<pid>/cmdline). An
 # --admin-api-key on the argv would also beat the config file's key (SGLang: CLI > config), and SGLang
 # refuses a second --config.
@@ -65,7 +66,7 @@ def conflicting_lm_head(argv: Sequence[str], environ: Mapping[str, str]) -> str 
                 fp32.append(token)
     if fp8 and fp32:
         return (
-            f"sparkgate engine guard: refusing to start: {', '.join(fp8)} (FP8 LM head) together with "
+            f"{REFUSED}: {', '.join(fp8)} (FP8 LM head) together with "
             f"{', '.join(fp32)} (FP32 logits) - they are mutually exclusive. Likely cause: a hand-edited "
             "compose or env file. Fix: re-render with `invoke render --profile <name>` or remove one of them."
         )
@@ -85,7 +86,7 @@ def reserved_flags(argv: Sequence[str]) -> str | None:
     if not found:
         return None
     return (
-        f"sparkgate engine guard: refusing to start: {', '.join(found)} on the engine's command line - a secret "
+        f"{REFUSED}: {', '.join(found)} on the engine's command line - a secret "
         "there is readable in /proc and `docker inspect`, and the admin key and its --config file belong to "
         "this entrypoint. Likely cause: a hand-edited compose file. Fix: remove the flag; the gateway takes "
         "the API key from a file (`invoke deploy --api-key-file FILE`)."
@@ -105,30 +106,17 @@ def run(launcher: str, log_file: Path | None, argv: list[str], admin_dir: Path =
         # `docker compose up` on a Spark runs no `invoke deploy`: the host checks happen here, before a byte loads.
         from sparkgate.deploy import engine_preflight
 
-        refused = engine_preflight.refusal(preflight_file)
-        if refused:
-            print(refused, file=sys.stderr, flush=True)
-            if log_file is not None:  # this start's own records: the sentinel judges and captures it (engine_run)
-                _rotate(log_file)
-                start = _record_start(log_file.parent, argv)
-                with open(log_file, "ab") as sink:
-                    sink.write(refused.encode("utf-8", "replace") + b"\n")
-                if start is not None:
-                    _record_exit(log_file.parent, start, EXIT_REFUSED, [])
-            return EXIT_REFUSED
-    if refusal:
-        print(refusal, file=sys.stderr, flush=True)
-        return EXIT_REFUSED
-    try:
-        key, config = admin_key.install(admin_dir, mountinfo)
-    except SecretFileError as exc:
-        print(exc, file=sys.stderr, flush=True)  # already one line: path, filesystem, cause, fix
-        return EXIT_REFUSED
-    except OSError as exc:
-        print(f"sparkgate engine guard: refusing to start: cannot write the admin key under {admin_dir}: "
-              f"{exc.strerror or exc}. Fix: re-render the bundle, whose compose file mounts a tmpfs volume there",
-              file=sys.stderr, flush=True)
-        return EXIT_REFUSED
+        refusal = engine_preflight.refusal(preflight_file)
+    if refusal is None:
+        try:
+            key, config = admin_key.install(admin_dir, mountinfo)
+        except SecretFileError as exc:
+            refusal = str(exc)  # already one line: path, filesystem, cause, fix
+        except OSError as exc:
+            refusal = (f"{REFUSED}: cannot write the admin key under {admin_dir}: {exc.strerror or exc}. Fix: "
+                       "re-render the bundle, whose compose file mounts a tmpfs volume there")
+    if refusal is not None:
+        return _refuse(refusal, log_file, argv)
     # Only the config file's path is on the argv; SGLang merges its keys only for exactly `--config PATH`.
     command = [sys.executable, *LAUNCHERS[launcher], *argv, "--config", str(config)]
     start = None
@@ -157,6 +145,21 @@ def run(launcher: str, log_file: Path | None, argv: list[str], admin_dir: Path =
         _record_exit(log_file.parent, start, code, tracker.reached)
     # Killed by a signal (e.g. the OOM killer): report it as a shell would (128 + signal), not 256 - n.
     return 128 - code if code < 0 else code
+
+
+def _refuse(line: str, log_file: Path | None, argv: list[str]) -> int:
+    """Every refusal before SGLang starts: one line on stderr and, with a log file, this start's own records (a start
+    record, the line as the log, an exit record of EXIT_REFUSED with no phase), so the sentinel judges and captures
+    this refused start, never the previous one's (engine_run)."""
+    print(line, file=sys.stderr, flush=True)
+    if log_file is not None:
+        _rotate(log_file)
+        start = _record_start(log_file.parent, argv)
+        with open(log_file, "ab") as sink:
+            sink.write(line.encode("utf-8", "replace") + b"\n")
+        if start is not None:
+            _record_exit(log_file.parent, start, EXIT_REFUSED, [])
+    return EXIT_REFUSED
 
 
 def _record_start(directory: Path, argv: list[str]) -> engine_run.EngineRun | None:

@@ -33,6 +33,9 @@ BUNDLE_FILES = ("argv.json", "engine-env.json", "expectations.json")
 
 # The line the engine's own host preflight leaves in the log when it refuses a start (deploy/engine_preflight.py).
 PREFLIGHT_REFUSED = "sparkgate engine preflight failed"
+# The entrypoint's exit code for every start it refused before SGLang ran (EX_CONFIG): the guard, the preflight, the
+# admin key (runtime/engine_entrypoint.py); its one line is then the whole log.
+EXIT_REFUSED = 78
 
 
 class EngineRun(BaseModel):

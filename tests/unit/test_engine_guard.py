@@ -45,7 +45,24 @@ def test_run_refuses_before_launching(monkeypatch, capsys, tmp_path):
     assert code == engine_entrypoint.EXIT_REFUSED
     assert launched == []
     assert "refusing to start" in capsys.readouterr().err
-    assert not (tmp_path / "engine.log").exists()
+
+
+def test_a_guard_refusal_leaves_its_own_records_and_is_judged_as_the_entrypoints(monkeypatch, tmp_path):
+    """Like the preflight's: the sentinel judges and captures this refused start, never an older one's."""
+    from sparkgate.evidence import startup
+    from sparkgate.runtime import engine_run
+
+    monkeypatch.setenv("SGLANG_ENABLE_FP8_LM_HEAD", "1")
+    (tmp_path / engine_run.EXIT_FILE).write_text("an earlier start's record")
+    code = engine_entrypoint.run("sim", tmp_path / "engine.log", ["--enable-fp32-lm-head"])
+    assert code == engine_run.EXIT_REFUSED
+    record = engine_run.EngineRun.model_validate_json((tmp_path / engine_run.EXIT_FILE).read_text())
+    assert record.exit_code == engine_run.EXIT_REFUSED and record.phases == []
+    assert record.argv_sha256 == engine_run.argv_sha256(["--enable-fp32-lm-head"])
+    text = (tmp_path / "engine.log").read_text()
+    assert text.startswith(engine_entrypoint.REFUSED) and text.count("\n") == 1
+    cause = startup.likely_cause(text, [], record.exit_code, record.signal)
+    assert cause.name == "the engine's entrypoint refused the start" and "mutually exclusive" in cause.hint
 
 
 def test_refusal_names_what_sglang_reads():
