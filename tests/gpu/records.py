@@ -32,7 +32,11 @@ from sparkgate.evidence.recording import Recording
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
 RECORD_ENV = "SPARKGATE_GPU_RECORD_DIR"
 LAUNCH_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,40}")
-MEMBER = re.compile(r"(launch\.json|server\.log|rechecks\.json|after\.json|side\.json|[a-z0-9-]{1,40}\.recording\.json)")
+MEMBER = re.compile(r"(launch\.json|server\.log|rechecks\.json|after\.json|side\.json|measures\.json"
+                    r"|[a-z0-9-]{1,40}\.recording\.json)")
+# The lane's record sets, each replaced whole by one run's archive: the tiny launches (`bash tests/gpu/run`), the
+# full-size runs (`bash tests/gpu/run full-size F`).
+SETS = {"gpu": FIXTURES, "gpu-full-size": FIXTURES.parent / "gpu-full-size"}
 MAX_MEMBER_BYTES = 8 << 20
 
 
@@ -115,9 +119,9 @@ def import_archive(archive: Path, dest: Path = FIXTURES) -> list[str]:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "import":
-        sys.exit("usage: python -m tests.gpu.records import gpu-records.tar.gz")
+    if len(sys.argv) not in (3, 4) or sys.argv[1] != "import" or sys.argv[3:4] and sys.argv[3] not in SETS:
+        sys.exit(f"usage: python -m tests.gpu.records import RECORDS.tar.gz [{'|'.join(SETS)}]")
     try:
-        print("imported:", ", ".join(import_archive(Path(sys.argv[2]))))
+        print("imported:", ", ".join(import_archive(Path(sys.argv[2]), SETS[(sys.argv[3:4] or ["gpu"])[0]])))
     except (BadArchive, OSError, tarfile.TarError, ValueError) as exc:
         sys.exit(f"tests.gpu.records: {exc}")
