@@ -38,6 +38,7 @@ MARKOV_RANK = VOCAB  # rank = vocab lets the agreeing head be an identity
 MASK_TOKEN_ID = VOCAB - 1  # input-only: embedded by the target embedding, never sampled
 MARKOV_GAIN = 32.0  # the agreeing bias: logit of the previous token (all others 0)
 CONFIDENCE_BIAS = 12.0  # sigmoid(12) ~ 0.99999
+MAX_POSITIONS = 32768
 SEED = 0
 VARIANTS = ("random", "agree")
 
@@ -56,7 +57,9 @@ def drafter_config() -> dict:
         "hidden_act": "silu",
         "rms_norm_eps": 1e-6,
         "rope_theta": 10000.0,
-        "max_position_embeddings": 4096,
+        # >= the target's context: the draft ModelConfig gets the target's context length and raises when it is
+        # longer than this (sglang/srt/configs/model_config.py `_derive_context_length`).
+        "max_position_embeddings": MAX_POSITIONS,
         "attention_bias": False,
         "tie_word_embeddings": False,
         "torch_dtype": "bfloat16",
