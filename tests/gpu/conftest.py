@@ -26,11 +26,14 @@ from sparkgate.evidence.recording import Recording, RecordingClient
 from sparkgate.evidence.results import Verdict
 from sparkgate.evidence.verify import verify
 from sparkgate.optimizations import mtp_recheck
+from sparkgate.sglang import flags as F
 from tests.gpu import records
+from tests.gpu.v3_checkpoints import VARIANTS as V3_VARIANTS
+from tests.gpu.v3_checkpoints import build_tiny_v3, launch_args
 from tests.real import differential as D
 from tests.real import gate
 from tests.real.checkpoints import DUMMY_WEIGHTS_ARGS, build_tiny_bailing_v2, build_tiny_llama
-from tests.real.engine import NEXTN_ARGS, EngineSlot, EngineStartError, Launch, RealEngine, standalone_args
+from tests.real.engine import NEXTN_ARGS, STARTED, EngineSlot, EngineStartError, Launch, RealEngine, standalone_args
 
 SGLANG_VERSION = version("sglang")
 DRAFT_TRAP_SEED = 1  # another tiny llama's weights: a draft that never agrees with its target
@@ -61,6 +64,16 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
     }
 
 
+@pytest.fixture(scope="session")
+def v3_paths(tmp_path_factory) -> dict[str, Path]:
+    """The tiny Ling-3.0-flash checkpoints (tests/gpu/v3_checkpoints.py) and the Humming kernel cache they share."""
+    root = tmp_path_factory.mktemp("v3")
+    paths = {variant: build_tiny_v3(root / f"tiny-v3-{variant}", variant) for variant in V3_VARIANTS}
+    cache = root / "humming-cache"
+    cache.mkdir()  # as the product's mount: the directory exists and is empty before the first start
+    return {**paths, "humming-cache": cache}
+
+
 @dataclass(frozen=True)
 class GpuLaunch:
     """One launch of the lane: how it starts, the profiles it is judged against, what it is."""
@@ -70,6 +83,7 @@ class GpuLaunch:
     profiles: tuple[str, ...]
     architecture: str
     speculative: bool = False
+    humming_cache: Path | None = None  # the launch's HUMMING_CACHE_DIR: its files are counted before and after
 
 
 def launches(paths: dict[str, Path]) -> dict[str, GpuLaunch]:
@@ -90,6 +104,37 @@ def launches(paths: dict[str, Path]) -> dict[str, GpuLaunch]:
             speculative=True),
         GpuLaunch("dense-fp8", dataclasses.replace(
             llama, extra_args=("--quantization", "fp8")), ("baseline",), dense),
+    )}
+
+
+V3 = "BailingMoeV3ForCausalLM"
+FP8_HEAD_ENV = "SGLANG_ENABLE_FP8_LM_HEAD"  # the fork's variable: stock 0.5.23 never reads it
+
+
+def v3_launches(paths: dict[str, Path]) -> dict[str, GpuLaunch]:
+    """The tiny Ling-3.0-flash launches (issue #32): Humming engaged (cold then warm kernel cache), the FP8 head on
+    stock, a NEXTN draft that agrees and one that never does; then the silent fallbacks (`bash tests/gpu/run v3` and
+    `v3-fallbacks`)."""
+    cache = paths["humming-cache"]
+    humming_env = {F.HUMMING_COMPILER_ENV: "nvrtc", F.HUMMING_CACHE_DIR_ENV: str(cache)}
+
+    def v3(variant: str, *extra: str, nextn: bool = False, **fields: Any) -> Launch:
+        return Launch(model_path=paths[variant], served_model_name="tiny-ling-v3", max_running_requests=1,
+                      device="cuda", env=humming_env, extra_args=(*launch_args(paths[variant], variant, nextn), *extra),
+                      **fields)
+
+    agree = v3("agree")
+    return {g.name: g for g in (
+        GpuLaunch("v3-humming-cold", agree, ("humming",), V3, humming_cache=cache),
+        GpuLaunch("v3-humming-warm-fp8-env", dataclasses.replace(agree, env={**humming_env, FP8_HEAD_ENV: "1"}),
+                  ("humming", "fp8-lm-head"), V3, humming_cache=cache),
+        GpuLaunch("v3-nextn-agree", v3("agree", nextn=True), ("mtp", "all-three"), V3, speculative=True,
+                  humming_cache=cache),
+        GpuLaunch("v3-nextn-random", v3("random", nextn=True), ("mtp",), V3, speculative=True, humming_cache=cache),
+        GpuLaunch("v3-humming-unimportable", v3("agree", unimportable=("humming",)), ("humming",), V3),
+        GpuLaunch("v3-marlin", v3("agree", "--moe-runner-backend", "marlin"), ("humming",), V3),
+        GpuLaunch("v3-bf16-humming", v3("bf16", "--moe-runner-backend", "humming"), ("humming",), V3,
+                  humming_cache=cache),
     )}
 
 
@@ -138,12 +183,20 @@ def run_rechecks(engine: RealEngine, expectations: dict) -> list[dict[str, Any]]
 def run_launch(slot: EngineSlot, spec: GpuLaunch) -> LaunchResult:
     out = records.record_dir() / spec.name
     result = LaunchResult(spec)
+    cache_before = cache_listing(spec.humming_cache)
     started = time.monotonic()
     try:
         engine = slot.fresh(spec.launch)
     except EngineStartError as exc:
         result.engine_error = str(exc)
-        records.write_json(out / "launch.json", {"name": spec.name, "error": str(exc)[-20000:]})
+        failed = STARTED[-1] if STARTED else None  # the server that died: its log records what stock did
+        if failed is not None and failed.log_path.is_file():
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "server.log").write_bytes(failed.log_path.read_bytes()[-(4 << 20):])
+        records.write_json(out / "launch.json", {
+            "name": spec.name, "error": str(exc)[-20000:], "profiles": list(spec.profiles),
+            "architecture": spec.architecture, "gpu": _gpu_name(), "run": RUN_ID,
+            "argv": failed.argv[failed.argv.index("sglang.launch_server") + 1:] if failed is not None else None})
         return result
     result.startup_s = round(time.monotonic() - started, 2)
     try:
@@ -175,9 +228,19 @@ def run_launch(slot: EngineSlot, spec: GpuLaunch) -> LaunchResult:
             "name": spec.name, "argv": engine.argv[engine.argv.index("sglang.launch_server") + 1:],
             "sglang_version": SGLANG_VERSION, "gpu": _gpu_name(), "startup_s": result.startup_s,
             "verify_s": result.verify_s, "profiles": list(spec.profiles), "architecture": spec.architecture,
-            "run": RUN_ID,
+            "run": RUN_ID, "listen_s": engine.startup_s, "first_health_s": engine.first_health_s,
+            "humming_cache": {"before": cache_before, "after": cache_listing(spec.humming_cache)}
+            if spec.humming_cache is not None else None,
         })
     return result
+
+
+def cache_listing(root: Path | None) -> dict[str, int] | None:
+    """Files and bytes under a kernel cache directory (None: no such directory)."""
+    if root is None or not root.is_dir():
+        return None
+    files = [p for p in root.rglob("*") if p.is_file()]
+    return {"files": len(files), "bytes": sum(p.stat().st_size for p in files)}
 
 
 @pytest.fixture(scope="session")
@@ -187,21 +250,19 @@ def gpu_slot(tmp_path_factory):
     slot.stop()
 
 
-@pytest.fixture(scope="session")
-def gpu_launches(checkpoints) -> dict[str, GpuLaunch]:
-    return launches(checkpoints)
-
-
 _RESULTS: dict[str, LaunchResult] = {}
 
 
-@pytest.fixture(scope="session")
-def launch_result(gpu_slot, gpu_launches):
-    """launch_result(name): that launch's result, started on first use (the lane's modules go launch by launch)."""
+@pytest.fixture
+def launch_result(request, gpu_slot):
+    """launch_result(name): that launch's result, started on first use (the lane's modules go launch by launch);
+    only the checkpoints of the launches asked for are built (the tiny V3 ones for `v3-*`)."""
 
     def get(name: str) -> LaunchResult:
         if name not in _RESULTS:
-            _RESULTS[name] = run_launch(gpu_slot, gpu_launches[name])
+            table = (v3_launches(request.getfixturevalue("v3_paths")) if name.startswith("v3-")
+                     else launches(request.getfixturevalue("checkpoints")))
+            _RESULTS[name] = run_launch(gpu_slot, table[name])
         return _RESULTS[name]
 
     return get

@@ -125,6 +125,9 @@ class Launch:
     cpu_amx: bool = False
     start_timeout_s: float = START_TIMEOUT_S
     device: str = "cpu"  # "cuda": tests/gpu (CUDA_BASE_ARGS, the CUDA stand-ins of tests/gpu/stand_ins)
+    # Top-level packages made unimportable for the server (a package first on its path that raises ImportError):
+    # an image that lacks one, e.g. humming-kernels.
+    unimportable: tuple[str, ...] = ()
 
     @property
     def plugins(self) -> list[str]:
@@ -246,6 +249,10 @@ class RealEngine:
             base_env = {k: v for k, v in BASE_ENV.items() if k != "SGLANG_USE_CPU_ENGINE"}
         else:
             python_path, base_env = [str(write_site_dir(run_dir / "site"))], BASE_ENV
+        for name in launch.unimportable:
+            shadow = Path(python_path[0]) / name / "__init__.py"
+            shadow.parent.mkdir(parents=True, exist_ok=True)
+            shadow.write_text(f"raise ModuleNotFoundError({f'No module named {name!r}'!r}, name={name!r})\n")
         self.env = {
             **_clean_environ(),
             **base_env,

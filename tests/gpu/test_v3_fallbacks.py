@@ -1,0 +1,30 @@
+"""Humming's silent fallbacks, for real (issue #32): the same tiny Ling-3.0-flash on stock SGLang 0.5.23 on CUDA
+(`bash tests/gpu/run v3-fallbacks`), each judged against the `humming` profile. Whatever stock does (an error at
+start or another kernel serving), the gate must not admit it, and its refusal must name what ran instead:
+
+- the `humming` package not importable (an image without humming-kernels);
+- another MoE runner stock runs on SM90 for this layout (`--moe-runner-backend marlin`: Mxfp4MarlinMoEMethod);
+- a checkpoint Humming cannot take (BF16 experts, no quantization_config) launched with `--moe-runner-backend humming`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.gpu.test_v3_stack import HUMMING_CENSUS, HUMMING_CHECKS
+
+FALLBACKS = ("v3-humming-unimportable", "v3-marlin", "v3-bf16-humming")
+
+
+@pytest.mark.parametrize("name", FALLBACKS)
+def test_a_fallback_is_never_admitted_and_its_refusal_names_what_ran(launch_result, name):
+    result = launch_result(name)
+    if result.engine_error is not None:
+        print(f"\n{name}: stock refused to serve: {result.engine_error[-600:]}")
+        return  # nothing answers: the gate's health stage refuses (the record holds the engine's own error)
+    checks = result.checks("humming")
+    refused = {check: checks[check].observed for check in HUMMING_CHECKS if not checks[check].passed}
+    print(f"\n{name}: served; humming checks refused: {refused}")
+    assert "humming.moe_layers_target" in refused or "humming.config_echo" in refused, refused
+    layers = checks["humming.moe_layers_target"].observed
+    assert not (isinstance(layers, dict) and set(layers) == {HUMMING_CENSUS}), layers
