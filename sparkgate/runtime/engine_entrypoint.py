@@ -37,7 +37,6 @@ LAUNCHERS = {
     "spark": ["-m", "sglang.launch_server"],
     "sim": ["-m", "sparkgate_sim"],
 }
-EXIT_REFUSED = engine_run.EXIT_REFUSED
 REFUSED = "sparkgate engine guard: refusing to start"
 # Flags the entrypoint owns or that would put a secret on the argv (and in /proc/<pid>/cmdline). An
 # --admin-api-key on the argv would also beat the config file's key (SGLang: CLI > config), and SGLang
@@ -149,7 +148,7 @@ def run(launcher: str, log_file: Path | None, argv: list[str], admin_dir: Path =
 
 def _refuse(line: str, log_file: Path | None, argv: list[str]) -> int:
     """Every refusal before SGLang starts: one line on stderr and, with a log file, this start's own records (a start
-    record, the line as the log, an exit record of EXIT_REFUSED with no phase), so the sentinel judges and captures
+    record, the line as the log, an exit record of EXIT_REFUSED, no phase), so the sentinel judges and captures
     this refused start, never the previous one's (engine_run)."""
     print(line, file=sys.stderr, flush=True)
     if log_file is not None:
@@ -158,8 +157,8 @@ def _refuse(line: str, log_file: Path | None, argv: list[str]) -> int:
         with open(log_file, "ab") as sink:
             sink.write(line.encode("utf-8", "replace") + b"\n")
         if start is not None:
-            _record_exit(log_file.parent, start, EXIT_REFUSED, [])
-    return EXIT_REFUSED
+            _record_exit(log_file.parent, start, engine_run.EXIT_REFUSED, [])
+    return engine_run.EXIT_REFUSED
 
 
 def _record_start(directory: Path, argv: list[str]) -> engine_run.EngineRun | None:

@@ -118,10 +118,21 @@ def import_archive(archive: Path, dest: Path = FIXTURES) -> list[str]:
     return launches(dest)
 
 
-if __name__ == "__main__":
-    if len(sys.argv) not in (3, 4) or sys.argv[1] != "import" or sys.argv[3:4] and sys.argv[3] not in SETS:
-        sys.exit(f"usage: python -m tests.gpu.records import RECORDS.tar.gz [{'|'.join(SETS)}]")
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m tests.gpu.records")
+    commands = parser.add_subparsers(dest="command", required=True)
+    imports = commands.add_parser("import", help="replace a record set with a GPU run's archive")
+    imports.add_argument("archive", type=Path)
+    imports.add_argument("set", nargs="?", default="gpu", choices=sorted(SETS))
+    args = parser.parse_args(argv)
     try:
-        print("imported:", ", ".join(import_archive(Path(sys.argv[2]), SETS[(sys.argv[3:4] or ["gpu"])[0]])))
+        print("imported:", ", ".join(import_archive(args.archive, SETS[args.set])))
     except (BadArchive, OSError, tarfile.TarError, ValueError) as exc:
         sys.exit(f"tests.gpu.records: {exc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

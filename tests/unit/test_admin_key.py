@@ -15,7 +15,7 @@ import yaml
 from sparkgate.bundle import render
 from sparkgate.paths import repo_root
 from sparkgate.profile import loading as profiles
-from sparkgate.runtime import admin_key, engine_entrypoint
+from sparkgate.runtime import admin_key, engine_entrypoint, engine_run
 from sparkgate.runtime.secret_files import SecretFileError
 
 
@@ -118,7 +118,7 @@ def test_entrypoint_refuses_when_the_key_directory_is_not_tmpfs(fake_engine, tmp
     code = engine_entrypoint.run("sim", tmp_path / "engine.log", ["--model-path", "/m"], admin_dir=directory,
                                  mountinfo="20 1 8:1 / / rw - overlay overlay rw\n")
     err = capfd.readouterr().err
-    assert code == engine_entrypoint.EXIT_REFUSED and launched == []
+    assert code == engine_run.EXIT_REFUSED and launched == []
     assert err.count("\n") == 1 and "not tmpfs" in err and "Fix:" in err
     assert not (directory / admin_key.KEY_FILE_NAME).exists()
 
@@ -135,7 +135,7 @@ def test_entrypoint_refuses_secrets_and_config_on_the_argv(argv, tmp_path, capfd
     code = engine_entrypoint.run("sim", None, ["--model-path", "/m", *argv], admin_dir=directory,
                                  mountinfo=tmpfs_at(directory))
     err = capfd.readouterr().err
-    assert code == engine_entrypoint.EXIT_REFUSED and launched == []
+    assert code == engine_run.EXIT_REFUSED and launched == []
     assert err.count("\n") == 1 and "Fix:" in err
     assert "s3cret-value" not in err  # the value is never echoed
     assert not directory.exists()  # refused before any key was made

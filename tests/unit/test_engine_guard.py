@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkgate.runtime import engine_entrypoint
+from sparkgate.runtime import engine_entrypoint, engine_run
 from sparkgate.sglang import flags as F
 
 
@@ -42,7 +42,7 @@ def test_run_refuses_before_launching(monkeypatch, capsys, tmp_path):
     launched = []
     monkeypatch.setattr(engine_entrypoint.subprocess, "Popen", lambda *a, **k: launched.append(a))
     code = engine_entrypoint.run("sim", tmp_path / "engine.log", ["--enable-fp32-lm-head"])
-    assert code == engine_entrypoint.EXIT_REFUSED
+    assert code == engine_run.EXIT_REFUSED
     assert launched == []
     assert "refusing to start" in capsys.readouterr().err
 

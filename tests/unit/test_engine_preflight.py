@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from sparkgate.bundle import render
 from sparkgate.deploy import engine_preflight, preflight
 from sparkgate.profile import loading as profiles
-from sparkgate.runtime import engine_entrypoint
+from sparkgate.runtime import engine_entrypoint, engine_run
 from tests.plugins import checkpoints as ck
 
 
@@ -59,7 +59,7 @@ def test_too_little_memory_refuses_before_the_engine_starts(host, tmp_path, caps
     path, _ = host
     monkeypatch.setattr(preflight, "mem_available_gib", lambda: 90.0)
     code, err = run(path, tmp_path, capsys)
-    assert code == engine_entrypoint.EXIT_REFUSED
+    assert code == engine_run.EXIT_REFUSED
     floor = preflight.memory_floor(profiles.load("all-three").profile)[0]
     assert err.startswith(f"sparkgate engine preflight failed: memory: MemAvailable 90.0 GiB < {floor:g} GiB (")
     assert "\n" not in err and not (tmp_path / "nowhere").exists(), "nothing made before the refusal"
@@ -69,7 +69,7 @@ def test_a_broken_checkpoint_refuses_with_the_deploys_line(host, tmp_path, capsy
     path, made = host
     (made.directory / ck.shard_name(0, 3)).unlink()
     code, err = run(path, tmp_path, capsys)
-    assert code == engine_entrypoint.EXIT_REFUSED
+    assert code == engine_run.EXIT_REFUSED
     assert err.startswith("sparkgate engine preflight failed: model checkpoint: ") and "Fix:" in err
 
 
@@ -122,9 +122,9 @@ def test_a_refused_start_leaves_its_own_records_and_is_judged_as_the_preflights(
     (logs_dir / engine_run.EXIT_FILE).write_text("an earlier start's record")
     code = engine_entrypoint.run("sim", logs_dir / "engine.log", ["--model-path", "/m"], admin_dir=tmp_path / "nowhere",
                                  preflight_file=path)
-    assert code == engine_entrypoint.EXIT_REFUSED
+    assert code == engine_run.EXIT_REFUSED
     record = engine_run.EngineRun.model_validate_json((logs_dir / engine_run.EXIT_FILE).read_text())
-    assert record.exit_code == engine_entrypoint.EXIT_REFUSED and record.phases == []
+    assert record.exit_code == engine_run.EXIT_REFUSED and record.phases == []
     text = (logs_dir / "engine.log").read_text()
     assert text.startswith("sparkgate engine preflight failed: memory: MemAvailable 90.0 GiB")
     cause = startup.likely_cause(text, [], record.exit_code, record.signal)
