@@ -28,6 +28,8 @@ from sparkgate.evidence.verify import verify
 from sparkgate.optimizations import mtp_recheck
 from sparkgate.sglang import flags as F
 from tests.gpu import records
+from tests.gpu.dspark_drafter import VARIANTS as DSPARK_VARIANTS
+from tests.gpu.dspark_drafter import build_dspark_drafter
 from tests.gpu.v3_checkpoints import VARIANTS as V3_VARIANTS
 from tests.gpu.v3_checkpoints import build_tiny_v3, launch_args
 from tests.real import differential as D
@@ -69,6 +71,8 @@ def v3_paths(tmp_path_factory) -> dict[str, Path]:
     """The tiny Ling-3.0-flash checkpoints (tests/gpu/v3_checkpoints.py) and the Humming kernel cache they share."""
     root = tmp_path_factory.mktemp("v3")
     paths = {variant: build_tiny_v3(root / f"tiny-v3-{variant}", variant) for variant in V3_VARIANTS}
+    for variant in DSPARK_VARIANTS:
+        paths[f"dspark-{variant}"] = build_dspark_drafter(root / f"dspark-{variant}", variant)
     cache = root / "humming-cache"
     cache.mkdir()  # as the product's mount: the directory exists and is empty before the first start
     return {**paths, "humming-cache": cache}
@@ -111,10 +115,19 @@ V3 = "BailingMoeV3ForCausalLM"
 FP8_HEAD_ENV = "SGLANG_ENABLE_FP8_LM_HEAD"  # the fork's variable: stock 0.5.23 never reads it
 
 
+def dspark_args(drafter: Path) -> tuple[str, ...]:
+    """The dspark profile's own DSpark flags (sparkgate/optimizations/dspark.py), the tiny drafter as the draft."""
+    from sparkgate.optimizations import dspark
+    from sparkgate.profile import loading
+
+    flags = {**dspark.flags(loading.load("dspark").profile), F.SPECULATIVE_DRAFT_MODEL_PATH: str(drafter)}
+    return tuple(F.dict2args(flags))
+
+
 def v3_launches(paths: dict[str, Path]) -> dict[str, GpuLaunch]:
     """The tiny Ling-3.0-flash launches (issue #32): Humming engaged (cold then warm kernel cache), the FP8 head on
     stock, a NEXTN draft that agrees and one that never does; then the silent fallbacks (`bash tests/gpu/run v3` and
-    `v3-fallbacks`)."""
+    `v3-fallbacks`); DSpark with the tiny drafter that agrees and one that never does (`v3-dspark`)."""
     cache = paths["humming-cache"]
     humming_env = {F.HUMMING_COMPILER_ENV: "nvrtc", F.HUMMING_CACHE_DIR_ENV: str(cache)}
 
@@ -135,6 +148,8 @@ def v3_launches(paths: dict[str, Path]) -> dict[str, GpuLaunch]:
         GpuLaunch("v3-marlin", v3("agree", "--moe-runner-backend", "marlin"), ("humming",), V3),
         GpuLaunch("v3-bf16-humming", v3("bf16", "--moe-runner-backend", "humming"), ("humming",), V3,
                   humming_cache=cache),
+        *(GpuLaunch(f"v3-dspark-{variant}", v3("agree", *dspark_args(paths[f"dspark-{variant}"])), ("dspark",), V3,
+                    speculative=True, humming_cache=cache) for variant in DSPARK_VARIANTS),
     )}
 
 

@@ -35,8 +35,8 @@ LAUNCH_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,40}")
 MEMBER = re.compile(r"(launch\.json|server\.log|rechecks\.json|after\.json|side\.json|measures\.json"
                     r"|[a-z0-9-]{1,40}\.recording\.json)")
 # The lane's record sets, each replaced whole by one run's archive: the tiny launches (`bash tests/gpu/run`), the
-# full-size runs (`bash tests/gpu/run full-size F`), the tiny Ling-3.0-flash (`bash tests/gpu/run v3|v3-fallbacks`).
-SETS = {name: FIXTURES.parent / name for name in ("gpu", "gpu-full-size", "gpu-v3", "gpu-v3-fallbacks")}
+# full-size runs (`bash tests/gpu/run full-size F`), the tiny Ling-3.0-flash (`bash tests/gpu/run v3|v3-fallbacks|v3-dspark`).
+SETS = {name: FIXTURES.parent / name for name in ("gpu", "gpu-full-size", "gpu-v3", "gpu-v3-fallbacks", "gpu-v3-dspark")}
 MAX_MEMBER_BYTES = 8 << 20
 
 
