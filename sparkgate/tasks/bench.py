@@ -202,7 +202,6 @@ def roofline(c, profile=None, config=None, bandwidth=273.0, accept_length=None, 
                   f"{value / line.estimate_tok_s:.0%} of the estimate")
     from sparkgate.bench import measured as measured_h200
 
-    print(f"  measured on {measured_h200.GPU}; predictions assume the H200's time beyond the bytes carries over")
     for text in measured_h200.lines(loaded.profile, line.shape, line.setup):
         print(text)
     if json_out:
