@@ -112,7 +112,6 @@ def launches(paths: dict[str, Path]) -> dict[str, GpuLaunch]:
 
 
 V3 = "BailingMoeV3ForCausalLM"
-FP8_HEAD_ENV = "SGLANG_ENABLE_FP8_LM_HEAD"  # the fork's variable: stock 0.5.23 never reads it
 
 
 def dspark_args(drafter: Path) -> tuple[str, ...]:
@@ -139,7 +138,7 @@ def v3_launches(paths: dict[str, Path]) -> dict[str, GpuLaunch]:
     agree = v3("agree")
     return {g.name: g for g in (
         GpuLaunch("v3-humming-cold", agree, ("humming",), V3, humming_cache=cache),
-        GpuLaunch("v3-humming-warm-fp8-env", dataclasses.replace(agree, env={**humming_env, FP8_HEAD_ENV: "1"}),
+        GpuLaunch("v3-humming-warm-fp8-env", dataclasses.replace(agree, env={**humming_env, F.FP8_LM_HEAD_ENV: "1"}),
                   ("humming", "fp8-lm-head"), V3, humming_cache=cache),
         GpuLaunch("v3-nextn-agree", v3("agree", nextn=True), ("mtp", "all-three"), V3, speculative=True,
                   humming_cache=cache),
@@ -204,12 +203,14 @@ def run_launch(slot: EngineSlot, spec: GpuLaunch) -> LaunchResult:
         engine = slot.fresh(spec.launch)
     except EngineStartError as exc:
         result.engine_error = str(exc)
-        failed = STARTED[-1] if STARTED else None  # the server that died: its log records what stock did
+        # The server that died (start_engine keeps it in STARTED before it waits): its log records what stock did.
+        failed = STARTED[-1] if STARTED and STARTED[-1].launch == spec.launch else None
         if failed is not None and failed.log_path.is_file():
             out.mkdir(parents=True, exist_ok=True)
             (out / "server.log").write_bytes(failed.log_path.read_bytes()[-(4 << 20):])
         records.write_json(out / "launch.json", {
             "name": spec.name, "error": str(exc)[-20000:], "profiles": list(spec.profiles),
+            "sglang_version": SGLANG_VERSION,
             "architecture": spec.architecture, "gpu": _gpu_name(), "run": RUN_ID,
             "argv": failed.argv[failed.argv.index("sglang.launch_server") + 1:] if failed is not None else None})
         return result
@@ -250,12 +251,17 @@ def run_launch(slot: EngineSlot, spec: GpuLaunch) -> LaunchResult:
     return result
 
 
-def cache_listing(root: Path | None) -> dict[str, int] | None:
-    """Files and bytes under a kernel cache directory (None: no such directory)."""
+def cache_listing(root: Path | None) -> dict[str, Any] | None:
+    """Files and bytes under a kernel cache directory, and a digest of every file's path, size and mtime: equal
+    digests before and after a start mean it read the cache and wrote nothing (None: no such directory)."""
+    import hashlib
+
     if root is None or not root.is_dir():
         return None
-    files = [p for p in root.rglob("*") if p.is_file()]
-    return {"files": len(files), "bytes": sum(p.stat().st_size for p in files)}
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    stats = [(str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in files]
+    return {"files": len(files), "bytes": sum(size for _, size, _ in stats),
+            "digest": hashlib.sha256(repr(stats).encode()).hexdigest()}
 
 
 @pytest.fixture(scope="session")

@@ -147,15 +147,6 @@ def build_dspark_drafter(dest: Path, variant: str = "agree", seed: int = SEED) -
     return dest
 
 
-def launch_args(draft_path: Path | str) -> tuple[str, ...]:
-    """The DSpark flags for this drafter (gamma from block_size; num-draft-tokens = gamma + 1)."""
-    return (
-        "--speculative-algorithm", "DSPARK",
-        "--speculative-draft-model-path", str(draft_path),
-        "--speculative-num-draft-tokens", str(GAMMA + 1),
-    )
-
-
 def load_report(path: Path | str) -> dict:
     """Load the drafter with SGLang's own config reader, class and `load_weights`, on CPU, and report what
     happened. Runs in a subprocess that has SGLANG_USE_CPU_ENGINE=1 and the CPU `sgl_kernel` stand-in

@@ -69,3 +69,10 @@ def test_build_is_deterministic(drafters, tmp_path):
     again = build_dspark_drafter(tmp_path / "agree", "agree")
     for name in ("config.json", "model.safetensors"):
         assert (again / name).read_bytes() == (drafters["agree"] / name).read_bytes()
+
+
+def test_the_drafter_block_is_the_dspark_profiles():
+    from sparkgate.profile import loading
+
+    settings = loading.load("dspark").profile.optimizations.dspark
+    assert (settings.block_size, settings.num_draft_tokens) == (GAMMA, GAMMA + 1)
