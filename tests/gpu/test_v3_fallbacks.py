@@ -5,17 +5,25 @@ start or another kernel serving), the gate must not admit it, and its refusal mu
 - the `humming` package not importable (an image without humming-kernels);
 - another MoE runner stock runs on SM90 for this layout (`--moe-runner-backend marlin`: Mxfp4MarlinMoEMethod);
 - a checkpoint Humming cannot take (BF16 experts, no quantization_config) launched with `--moe-runner-backend humming`.
+
+The same set starts Humming itself on the same checkpoint first (cold kernel cache), so that Humming against the runner
+that served instead is a ratio of engine-timed decode speeds from one run on one GPU (printed at the end of the run).
 """
 
 from __future__ import annotations
 
 import pytest
 
+from tests.gpu.test_cuda_engine import failures_of
 from tests.gpu.test_v3_stack import HUMMING_CENSUS, HUMMING_CHECKS
 
 # What each refusal (or stock's own error, where it does not serve) must name: what ran or what was missing.
 FALLBACKS = {"v3-humming-unimportable": ("humming",), "v3-marlin": ("Marlin", "marlin"),
              "v3-bf16-humming": ("Unquantized", "bf16", "BF16", "humming")}
+
+
+def test_humming_on_the_same_checkpoint_is_the_runs_reference(launch_result):
+    assert failures_of(launch_result("v3-humming-cold").checks("humming"), HUMMING_CHECKS) == {}
 
 
 @pytest.mark.parametrize("name", FALLBACKS)
