@@ -152,6 +152,15 @@ def v3_launches(paths: dict[str, Path]) -> dict[str, GpuLaunch]:
     )}
 
 
+# Which launches each tiny Ling-3.0-flash run starts (`bash tests/gpu/run SET`), in order; its records land in
+# tests/fixtures/<set> (tests/gpu/records.py SETS) and tests/unit/test_gpu_v3_records.py replays them.
+V3_SETS = {
+    "gpu-v3": ("v3-humming-cold", "v3-humming-warm-fp8-env", "v3-nextn-agree", "v3-nextn-random"),
+    "gpu-v3-fallbacks": ("v3-humming-cold", "v3-humming-unimportable", "v3-marlin", "v3-bf16-humming"),
+    "gpu-v3-dspark": tuple(f"v3-dspark-{variant}" for variant in DSPARK_VARIANTS),
+}
+
+
 @dataclass
 class LaunchResult:
     """What one launch gave: its verdicts by profile, the re-checks, or the reason it never served."""

@@ -10,12 +10,12 @@ import pytest
 
 from sparkgate.evidence.recording import replay
 from tests.gpu import records
-from tests.gpu.conftest import v3_launches
+from tests.gpu.conftest import V3_SETS, v3_launches
 
 ROOT = records.SETS["gpu-v3"]
 LANE = {name: spec for name, spec in v3_launches({k: Path(k) for k in (
     "agree", "random", "bf16", "dspark-agree", "dspark-random", "humming-cache")}).items()
-        if name in ("v3-humming-cold", "v3-humming-warm-fp8-env", "v3-nextn-agree", "v3-nextn-random")}
+        if name in V3_SETS["gpu-v3"]}
 CASES = [(name, profile) for name in records.launches(ROOT) for profile in records.recordings(name, ROOT)]
 
 
