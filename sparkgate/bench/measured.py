@@ -13,6 +13,7 @@ is a range. The published Spark figures stand beside it; only Humming profiles w
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 from sparkgate.bench import roofline as roof
@@ -34,9 +35,7 @@ class Decode:
 
     def roofline(self, shape: roof.ModelShape) -> roof.Roofline:
         """The roofline of what ran on the H200: its own profile's bytes at the measured bandwidth."""
-        from sparkgate.profile import loading
-
-        setup = roof.setup_for_profile(loading.load(self.profile).profile, accept_length=self.accept_length,
+        setup = roof.setup_for_profile(_shipped(self.profile), accept_length=self.accept_length,
                                        context_tokens=self.context_tokens, bandwidth_gb_s=BANDWIDTH_GB_S)
         return roof.compute(shape, setup)
 
@@ -44,6 +43,14 @@ class Decode:
         """Measured seconds per cycle minus the bytes' time (random routing: the estimate's bytes)."""
         return line.tokens_per_cycle / self.decode_tok_s - line.bytes_per_cycle_estimate / (
             line.setup.bandwidth_gb_s * roof.GB)
+
+
+@functools.cache
+def _shipped(name: str):
+    """A shipped profile, loaded once (the measured decodes share two)."""
+    from sparkgate.profile import loading
+
+    return loading.load(name).profile
 
 
 # Decode graphs, Humming; NEXTN on the same engine.

@@ -214,9 +214,8 @@ def run_launch(slot: EngineSlot, spec: GpuLaunch) -> LaunchResult:
         result.engine_error = str(exc)
         # The server that died (start_engine keeps it in STARTED before it waits): its log records what stock did.
         failed = STARTED[-1] if STARTED and STARTED[-1].launch == spec.launch else None
-        if failed is not None and failed.log_path.is_file():
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "server.log").write_bytes(failed.log_path.read_bytes()[-(4 << 20):])
+        if failed is not None:
+            records.keep_log(failed.log_path, out)
         records.write_json(out / "launch.json", {
             "name": spec.name, "error": str(exc)[-20000:], "profiles": list(spec.profiles),
             "sglang_version": SGLANG_VERSION,
@@ -248,7 +247,7 @@ def run_launch(slot: EngineSlot, spec: GpuLaunch) -> LaunchResult:
         records.write_json(out / "after.json", result.after)
     finally:
         slot.stop()
-        (out / "server.log").write_bytes(engine.log_path.read_bytes())
+        records.keep_log(engine.log_path, out)
         records.write_json(out / "launch.json", {
             "name": spec.name, "argv": engine.argv[engine.argv.index("sglang.launch_server") + 1:],
             "sglang_version": SGLANG_VERSION, "gpu": _gpu_name(), "startup_s": result.startup_s,

@@ -213,9 +213,7 @@ def run_launch(spec: FullLaunch, model: Path, cache_root: Path, run_dir: Path) -
     finally:
         if engine is not None:
             engine.stop()
-        log = run_dir / spec.name / "server.log"
-        if log.is_file():
-            (out / "server.log").write_bytes(log.read_bytes()[-(4 << 20):])
+        records.keep_log(run_dir / spec.name / "server.log", out)
         records.write_json(out / "measures.json", result.measures)
         records.write_json(out / "launch.json", {
             "name": spec.name, "argv": list(launch.server_args(0))[6:], "env": dict(launch.env),

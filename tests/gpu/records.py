@@ -51,6 +51,16 @@ def write_json(path: Path, value: Any) -> None:
     partial.replace(path)
 
 
+LOG_KEPT_BYTES = 4 << 20  # a server log's last 4 MiB: the whole log of every launch so far, bounded for a runaway one
+
+
+def keep_log(source: Path, out: Path) -> None:
+    """The server log of a launch as its record's server.log (the tail, when one ran away); none when it never wrote."""
+    if source.is_file():
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "server.log").write_bytes(source.read_bytes()[-LOG_KEPT_BYTES:])
+
+
 # -- reading (CPU tests) -----------------------------------------------------------------------------------------
 
 def launches(root: Path = FIXTURES) -> list[str]:
