@@ -14,11 +14,10 @@ from invoke import Collection, Exit, task
 from sparkgate.tasks.common import sparkgate_task
 
 PYTEST_NO_TESTS = 5
-# Four pytest-xdist workers: the real-SGLang lane, the fleet lab and the Docker end-to-end tests are mostly
-# waiting (on a server start, on SSH and Compose, on containers), so they overlap well even on 2 cores (with three,
-# CI's workers were busy 3,000 s in 1,040 s of wall time on 2 cores: a third of it waiting). A lane that shares one
-# server or one lab stays on one worker (tests/conftest.py: ONE_WORKER_LANES, LaneScheduling).
-PARALLEL = ("-n", "4", "--dist", "loadscope")
+# Three pytest-xdist workers: the real-SGLang lane, the fleet lab and the Docker end-to-end tests are mostly
+# waiting (on a server start, on SSH and Compose, on containers), so they overlap well even on 2 cores. A lane
+# that shares one server or one lab stays on one worker (tests/conftest.py: ONE_WORKER_LANES, LaneScheduling).
+PARALLEL = ("-n", "3", "--dist", "loadscope")
 SLOWEST = ("--durations", "25")  # where the suite's time goes, printed at the end of every run
 REPO = Path(__file__).resolve().parents[1]
 
