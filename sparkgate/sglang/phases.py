@@ -81,7 +81,11 @@ class PhaseTracker:
             return  # nothing more to learn: a serving engine's lines cost nothing here
         if _READY in line:
             self._add("ready")
-        elif len(line) <= MAX_PHASE_LINE:
+        elif len(line) > MAX_PHASE_LINE:
+            # SGLang's own arguments line is longer than that (about 15 KB in 0.5.23: every server argument).
+            if "arguments" not in self.reached and _SERVER_ARGS.search(line):
+                self._add("arguments")
+        else:
             for name, pattern in _PHASE_PATTERNS:
                 if name not in self.reached and pattern.search(line):
                     self._add(name)

@@ -217,7 +217,7 @@ def run_launch(slot: EngineSlot, spec: GpuLaunch) -> LaunchResult:
         if failed is not None:
             records.keep_log(failed.log_path, out)
         records.write_json(out / "launch.json", {
-            "name": spec.name, "error": str(exc)[-20000:], "profiles": list(spec.profiles),
+            "name": spec.name, "error": records.head_and_tail(str(exc)), "profiles": list(spec.profiles),
             "sglang_version": SGLANG_VERSION,
             "architecture": spec.architecture, "gpu": _gpu_name(), "run": RUN_ID,
             "argv": failed.argv[failed.argv.index("sglang.launch_server") + 1:] if failed is not None else None})

@@ -54,6 +54,12 @@ def write_json(path: Path, value: Any) -> None:
 LOG_KEPT_BYTES = 4 << 20  # a server log's last 4 MiB: the whole log of every launch so far, bounded for a runaway one
 
 
+def head_and_tail(text: str, limit: int = 20000) -> str:
+    """A long error kept whole at both ends: its first lines say why (not ready in time, exited with a code), its last
+    lines are the log's tail."""
+    return text if len(text) <= limit else f"{text[:limit // 10]}\n[...]\n{text[-(limit - limit // 10):]}"
+
+
 def keep_log(source: Path, out: Path) -> None:
     """The server log of a launch as its record's server.log (the tail, when one ran away); none when it never wrote."""
     if source.is_file():

@@ -4,6 +4,7 @@ real output (the Humming census and log line, the kernel cache, the fork's head 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,57 @@ def test_the_agreeing_nextn_draft_passes_on_real_counts_and_the_random_one_is_re
     assert agree["passed"] and agree["observed"] >= 3.5, agree
     assert not rand["passed"] and rand["observed"] < 1.5, rand
     assert not checks("v3-humming-warm-fp8-env", "fp8-lm-head")["fp8_lm_head.target_head"]["passed"]
+
+
+# --- the silent fallbacks, for real (`bash tests/gpu/run v3-fallbacks`, NVIDIA H100, 2026-12-06) ----------------------
+# Recorded so far: the two launches that never served. The run's time ran out during the BF16 one, so it and the
+# run's Humming reference are not recorded yet (docs/testing-gpu.md).
+FALLBACKS = records.SETS["gpu-v3-fallbacks"]
+
+
+def start_judged(name: str) -> dict[str, dict]:
+    """The product's judgment of a start that never served (sparkgate/evidence/startup.py), on its real log."""
+    from sparkgate.bundle import expectations
+    from sparkgate.evidence import startup
+    from sparkgate.evidence.logs import EngineLog
+    from sparkgate.profile import loading
+
+    want = expectations.build(loading.load("humming"), "spark", 1.0)
+    checks = startup.judge_start(want, EngineLog(f"{name} server.log", records.server_log(name, FALLBACKS)))
+    return {c.name: c.as_dict() for c in checks}
+
+
+def census_at_load(name: str) -> dict[str, int]:
+    """The engagement probe's MoE census of the target, from its load_model line in the real log."""
+    lines = [ln for ln in records.server_log(name, FALLBACKS).splitlines() if "ENGAGEMENT " in ln]
+    events = [json.loads(ln.split("ENGAGEMENT ", 1)[1]) for ln in lines]
+    return next(e["moe_layers"] for e in events if e.get("event") == "load_model" and e.get("role") == "target")
+
+
+def test_the_fallback_launches_are_the_sets_own_and_from_one_run():
+    assert set(records.launches(FALLBACKS)) <= set(V3_SETS["gpu-v3-fallbacks"])
+    assert len({records.launch_info(name, FALLBACKS)["run"] for name in records.launches(FALLBACKS)}) == 1
+
+
+def test_humming_not_importable_is_no_silent_fallback_stock_dies_and_the_refusal_names_the_module():
+    """Stock 0.5.23 raises at load (mxfp4_humming_moe.py imports `humming`): nothing else serves, the gate's start
+    judgment names the missing module and the package that provides it."""
+    checks = start_judged("v3-humming-unimportable")
+    health = checks["engine.health"]
+    assert not health["passed"]
+    assert health["observed"]["likely_cause"] == "a Python module the launch needs is not installed: humming"
+    assert health["observed"]["phases_reached"] == ["arguments", "load_weight_begin"]
+    assert "humming-kernels" in health["hint"]
+    assert not checks["humming.log_signature"]["passed"]
+
+
+def test_marlin_is_what_stock_ran_and_humming_is_refused():
+    """`--moe-runner-backend marlin` on the MXFP4 layout: the probe's census at load reads Marlin's method in every
+    MoE layer, Humming's log signature is absent; its decode-graph capture (on the lane's torch stand-ins) did not
+    finish within the lane's 180 s start limit, so it never served and the start is refused."""
+    assert census_at_load("v3-marlin") == {"Mxfp4MarlinMoEMethod/marlin": 5}
+    checks = start_judged("v3-marlin")
+    assert not checks["engine.health"]["passed"]
+    assert checks["engine.health"]["observed"]["phases_reached"][-1] == "cuda_graph_capture"
+    signature = checks["humming.log_signature"]
+    assert not signature["passed"] and signature["observed"] == "0x"

@@ -24,6 +24,7 @@ from sparkgate.sentinel.service import Sentinel, SentinelConfig
 from sparkgate.sentinel.state import CLOSED
 from sparkgate.sentinel.suites import SuiteResult
 from sparkgate.sglang import conformance as C
+from sparkgate.sglang import phases
 from sparkgate.sglang.phases import PHASES
 
 NEVER_AFTER_LOAD_BEGIN = ["load_weight_end", "kv_cache", "cuda_graph_capture", "ready"]
@@ -72,6 +73,9 @@ def test_a_start_dead_during_load_names_the_phases_it_never_reached_and_the_like
      1, "CUDA graph capture failed"),
     ([*DIED_LOADING[:2], "ninja: build stopped: subcommand failed", "nvcc fatal"], 1, "JIT compile during weight load"),
     ([*DIED_LOADING[:2]], 137, "out of unified memory during load"),
+    ([*DIED_LOADING[:2], "Ignore import error when loading sglang.srt.models.x: No module named 'deep_gemm'",
+      "Traceback (most recent call last):", "ModuleNotFoundError: No module named 'humming'"], 1,
+     "a Python module the launch needs is not installed: humming"),
     (["INFO my-fork: starting", "loading shards 1/40", "boom"], 1, "no SGLang startup line in the log"),
     ([], 2, "unknown"),
 ])
@@ -114,6 +118,28 @@ def test_hostile_log_text_is_judged_never_raises(text, code):
     observed = _health(checks)
     assert set(observed["phases_reached"]) | set(observed["never_reached"]) == set(PHASES)
     assert "\n" not in checks[0].hint.split("likely cause:")[0]
+
+
+@settings(max_examples=80)
+@given(name=st.text(max_size=300) | st.from_regex(r"[A-Za-z_][A-Za-z0-9_.]{0,110}", fullmatch=True))
+def test_a_hostile_missing_module_name_is_named_only_as_an_identifier(name):
+    """The module's name comes from the log (untrusted): only a dotted Python identifier of at most 100 characters
+    reaches the refusal, on one line; anything else is not taken for a module."""
+    line = f"ModuleNotFoundError: No module named '{name}'"
+    cause = _health(startup.judge_start(_want(), EngineLog("hostile", "\n".join([*DIED_LOADING[:2], line])),
+                                        exit_code=1))["likely_cause"]
+    dotted = (len(name) <= 100 and name.isascii() and (name[:1].isalpha() or name[:1] == "_")
+              and name.replace(".", "_").isidentifier())
+    prefix = "a Python module the launch needs is not installed: "
+    assert cause == prefix + name if dotted else not cause.startswith(prefix), (name, cause)
+
+
+def test_sglangs_own_arguments_line_proves_the_arguments_phase_however_long():
+    """SGLang 0.5.23 logs every server argument on one line, about 15 KB on a CUDA machine (the GPU lane's records):
+    longer than the lines the phase patterns search, and still the arguments phase."""
+    line = C.log_line("server_args", args={f"argument_{i}": "x" * 40 for i in range(400)})
+    assert len(line) > phases.MAX_PHASE_LINE
+    assert phases.phases_reached(_record(line))[0] == "arguments"
 
 
 # -- the engine entrypoint's records ---------------------------------------------------------------------------------
