@@ -97,8 +97,8 @@ def test_humming_not_importable_is_no_silent_fallback_stock_dies_and_the_refusal
 
 def test_marlin_is_what_stock_ran_and_humming_is_refused():
     """`--moe-runner-backend marlin` on the MXFP4 layout: the probe's census at load reads Marlin's method in every
-    MoE layer, Humming's log signature is absent; its decode-graph capture (on the lane's torch stand-ins) did not
-    finish within the lane's 180 s start limit, so it never served and the start is refused."""
+    MoE layer, Humming's log signature is absent; its decode-graph capture had not finished when the lane's 180 s start
+    limit ran out, so it never served and the start is refused."""
     assert census_at_load("v3-marlin") == {"Mxfp4MarlinMoEMethod/marlin": 5}
     checks = start_judged("v3-marlin")
     assert not checks["engine.health"]["passed"]
