@@ -17,8 +17,8 @@ PYTEST_NO_TESTS = 5
 # Three pytest-xdist workers: the real-SGLang lane, the fleet lab and the Docker end-to-end tests are mostly
 # waiting (on a server start, on SSH and Compose, on containers), so they overlap well even on 2 cores. A lane
 # that shares one server or one lab stays on one worker (tests/conftest.py: ONE_WORKER_LANES, LaneScheduling).
-# Four were measured worse (CI's tests 1,652 s against 1,039 s with three, 2026-12-06): on 2 cores the lanes are
-# CPU-bound once all run at once.
+# Four were measured slower (CI's tests 1,652 s against 1,571 s with three, the same machine and set-up, 2026-12-06):
+# on 2 cores the lanes are CPU-bound once all run at once.
 PARALLEL = ("-n", "3", "--dist", "loadscope")
 SLOWEST = ("--durations", "25")  # where the suite's time goes, printed at the end of every run
 REPO = Path(__file__).resolve().parents[1]
