@@ -28,8 +28,13 @@ from sparkgate.sglang.phases import PHASES, phases_reached
 CAUSE_WINDOW_BYTES = 256 * 1024
 OOM_MARKERS = ("out of memory", "OutOfMemoryError", "CUDA_ERROR_OUT_OF_MEMORY", "Cannot allocate memory")
 JIT_MARKERS = ("nvcc", "ninja", "JIT", "Compiling", "compiling", "torch.compile", "tvm_ffi")
-# Python's own words for an import that found nothing; the name as Python spells a dotted module, bounded.
+# The last exception a traceback names in the tail (SGLang and its libraries log recovered ones too: only the last
+# speaks for the death), and Python's own words when that one is an import that found nothing: the name as Python
+# spells a dotted module, bounded.
+LAST_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]{0,200}(?:Error|Exception|Interrupt)\b:.*$", re.M)
 MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([A-Za-z_][A-Za-z0-9_.]{0,99})'")
+# The package that provides a module a launch may ask for (stock SGLang 0.5.23 pins humming-kernels for `humming`).
+PACKAGE_OF = {"humming": "humming-kernels"}
 SIGKILL_CODE = 137
 # SIGTERM and SIGINT as a shell reports them (128 + signal): what `docker stop` (`compose stop -t 10 engine` when the
 # deploy's start budget runs out, `invoke down`) and Ctrl-C send. An engine never stops itself with them.
@@ -78,14 +83,16 @@ def likely_cause(log_text: str | None, reached: list[str], exit_code: int | None
             + ("; a SIGKILL may also be `docker kill` or `docker stop` past its timeout" if exit_code == SIGKILL_CODE
                else "") + ". Fix: stop what else holds memory (`free -g`, `invoke status` shows the host's), then "
             "deploy again"))
-    missing = MISSING_MODULE.findall(tail)
+    last = LAST_EXCEPTION.findall(tail)
+    missing = MISSING_MODULE.match(last[-1]) if last else None
     if missing:
-        module = missing[-1]
+        module = missing.group(1)
+        package = PACKAGE_OF.get(module.split(".")[0])
         return Cause(f"a Python module the launch needs is not installed: {module}", (
-            f"SGLang imported `{module}` for what the launch asks for and the image has no such module, so the start "
-            "died there (nothing fell back: stock SGLang 0.5.23 raises when --moe-runner-backend humming finds no "
-            "`humming`, which the package humming-kernels provides). Fix: build the engine image with the pinned "
-            "packages (`invoke images.spark`), or deploy a profile that does not ask for it"))
+            f"SGLang imported `{module}` for what the launch asks for and the image has no such module"
+            + (f" (the package {package} provides it)" if package else "") + ", so the start died there: nothing fell "
+            "back. Fix: build the engine image with its pinned packages (`invoke images.spark`), or deploy a profile "
+            "that does not ask for it"))
     if loading and any(m in tail for m in JIT_MARKERS):
         return Cause("JIT compile during weight load", (
             "a kernel was being compiled while the weights loaded (FlashInfer or Humming JIT on a cold cache) and "

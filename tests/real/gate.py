@@ -7,13 +7,10 @@ other expectation is the profile's own, so each check judges the real engine exa
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
 from typing import Any
 
 from sparkgate.bundle import expectations as expectations_mod
 from sparkgate.evidence import logs
-from sparkgate.evidence.answers import CHAT_ROUTE
 from sparkgate.evidence.recording import Recording, RecordingClient
 from sparkgate.evidence.results import CheckResult, Verdict
 from sparkgate.evidence.verify import verify
@@ -35,36 +32,10 @@ def expectations_for(profile: str, engine: RealEngine, **engine_fields: Any) -> 
 RECORDINGS: dict[int, tuple[str, Recording, list[str], dict[str, str]]] = {}
 
 
-@dataclass(frozen=True)
-class AnswersOnceClient(RecordingClient):
-    """A RecordingClient that asks each identical answers request once per engine: later verdicts of the same engine
-    (other profiles judged on it) get the reply it gave, recorded as theirs. The questions are greedy (temperature 0)
-    at batch 1, so the engine would write the same reply again; on CPU each set costs tens of seconds. Only the
-    answers' chat route: calibration, metrics and server_info are asked live every time."""
-
-    replies: dict[str, str] = field(default_factory=dict)
-
-    def _fetch(self, method: str, path: str, body: dict | None = None, timeout: float | None = None) -> str:
-        if method != "POST" or path != CHAT_ROUTE:
-            return super()._fetch(method, path, body, timeout)
-        key = json.dumps(body, sort_keys=True)
-        if key in self.replies:
-            started = self.clock()
-            self._keep(started, call="POST", path=path, body=body, text=self.replies[key])
-            return self.replies[key]
-        text = super()._fetch(method, path, body, timeout)
-        self.replies[key] = text
-        return text
-
-
-# The answers each engine gave, by engine (its URL and process): see AnswersOnceClient.
-_REPLIES: dict[tuple[str, int], dict[str, str]] = {}
-
-
 def verdict(engine: RealEngine, profile: str, *, calibrate: bool = True, **engine_fields: Any) -> Verdict:
     expectations = expectations_for(profile, engine, **engine_fields)
     log = logs.from_file(str(engine.log_path))
-    client = AnswersOnceClient(engine.url, replies=_REPLIES.setdefault((engine.url, id(engine)), {}))
+    client = RecordingClient(engine.url)
     result = verify(engine.url, expectations, log, calibrate=calibrate, client=client)
     # The launch's own env only: the engine process also inherits the test runner's, which is not the launch's.
     env = {**engine.launch.env, "SGLANG_PLUGINS": engine.env.get("SGLANG_PLUGINS", "")}

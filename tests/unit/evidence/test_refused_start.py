@@ -76,6 +76,9 @@ def test_a_start_dead_during_load_names_the_phases_it_never_reached_and_the_like
     ([*DIED_LOADING[:2], "Ignore import error when loading sglang.srt.models.x: No module named 'deep_gemm'",
       "Traceback (most recent call last):", "ModuleNotFoundError: No module named 'humming'"], 1,
      "a Python module the launch needs is not installed: humming"),
+    # A recovered import error earlier in the tail does not speak for a death that came after it.
+    ([*DIED_LOADING[:2], "ModuleNotFoundError: No module named 'vllm'", "ninja: build stopped: subcommand failed",
+      "RuntimeError: Error building extension 'humming_gemm'"], 1, "JIT compile during weight load"),
     (["INFO my-fork: starting", "loading shards 1/40", "boom"], 1, "no SGLang startup line in the log"),
     ([], 2, "unknown"),
 ])
@@ -120,8 +123,18 @@ def test_hostile_log_text_is_judged_never_raises(text, code):
     assert "\n" not in checks[0].hint.split("likely cause:")[0]
 
 
+def test_a_missing_module_names_its_package_only_where_it_is_known():
+    def hint(module: str) -> str:
+        lines = [*DIED_LOADING[:2], "Traceback (most recent call last):", f"ModuleNotFoundError: No module named '{module}'"]
+        return startup.judge_start(_want(), EngineLog("t", "\n".join(lines)), exit_code=1)[0].hint
+
+    assert "humming-kernels" in hint("humming") and "humming-kernels" in hint("humming.layer")
+    assert "humming" not in hint("flashinfer") and "`flashinfer`" in hint("flashinfer")
+
+
 @settings(max_examples=80)
-@given(name=st.text(max_size=300) | st.from_regex(r"[A-Za-z_][A-Za-z0-9_.]{0,110}", fullmatch=True))
+@given(name=st.text(alphabet=st.characters(exclude_characters="'"), max_size=300)
+       | st.from_regex(r"[A-Za-z_][A-Za-z0-9_.]{0,110}", fullmatch=True))
 def test_a_hostile_missing_module_name_is_named_only_as_an_identifier(name):
     """The module's name comes from the log (untrusted): only a dotted Python identifier of at most 100 characters
     reaches the refusal, on one line; anything else is not taken for a module."""
