@@ -73,8 +73,11 @@ def start_judged(name: str) -> dict[str, dict]:
 
 def census_at_load(name: str) -> dict[str, int]:
     """The engagement probe's MoE census of the target, from its load_model line in the real log."""
-    lines = [ln for ln in records.server_log(name, FALLBACKS).splitlines() if "ENGAGEMENT " in ln]
-    events = [json.loads(ln.split("ENGAGEMENT ", 1)[1]) for ln in lines]
+    from sparkgate_probe.report import LOG_PREFIX
+
+    marker = f"{LOG_PREFIX} {{"  # the fact lines (a hook's failure line names the hook instead)
+    lines = [ln for ln in records.server_log(name, FALLBACKS).splitlines() if marker in ln]
+    events = [json.loads(ln[ln.index(marker) + len(LOG_PREFIX) + 1:]) for ln in lines]
     return next(e["moe_layers"] for e in events if e.get("event") == "load_model" and e.get("role") == "target")
 
 
