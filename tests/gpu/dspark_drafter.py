@@ -26,6 +26,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.gpu.v3_checkpoints import CONTEXT
+
 HIDDEN = 1024  # the tiny V3 target's hidden_size
 VOCAB = 512  # tests/real/checkpoints.py VOCAB_SIZE, the target's vocab
 TARGET_LAYERS = 6  # the tiny V3 target's num_hidden_layers
@@ -38,7 +40,7 @@ MARKOV_RANK = VOCAB  # rank = vocab lets the agreeing head be an identity
 MASK_TOKEN_ID = VOCAB - 1  # input-only: embedded by the target embedding, never sampled
 MARKOV_GAIN = 32.0  # the agreeing bias: logit of the previous token (all others 0)
 CONFIDENCE_BIAS = 12.0  # sigmoid(12) ~ 0.99999
-MAX_POSITIONS = 32768
+MAX_POSITIONS = CONTEXT  # the tiny V3 target's context: the draft's may not be shorter (see drafter_config)
 SEED = 0
 VARIANTS = ("random", "agree")
 

@@ -1,8 +1,9 @@
 """The gate's verdict on a real SGLang engine: the product's own `verify` (sparkgate/evidence/verify.py) with a
 shipped profile's expectations, pointed at the tiny checkpoint the engine serves.
 
-Only the identity the tiny model cannot share with Ling-3.0-flash is rewritten (model path, served name); every
-other expectation is the profile's own, so each check judges the real engine exactly as it would judge a Spark.
+Only the identity the tiny model cannot share with Ling-3.0-flash is rewritten (model path, served name, the DSpark
+drafter's path); every other expectation is the profile's own, so each check judges the real engine exactly as it
+would judge a Spark.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from sparkgate.evidence.recording import Recording, RecordingClient
 from sparkgate.evidence.results import CheckResult, Verdict
 from sparkgate.evidence.verify import verify
 from sparkgate.profile import loading as profiles
+from sparkgate.sglang import flags as F
 from tests.real.engine import RealEngine
 
 
@@ -24,6 +26,11 @@ def expectations_for(profile: str, engine: RealEngine, **engine_fields: Any) -> 
     expectations["engine"]["model_path"] = str(engine.launch.model_path)
     expectations["engine"]["served_model_name"] = engine.launch.served_model_name or str(engine.launch.model_path)
     expectations["engine"].update(engine_fields)
+    args = engine.launch.extra_args
+    dspark = expectations["optimizations"].get("dspark")
+    if dspark and dspark["requested"] and F.SPECULATIVE_DRAFT_MODEL_PATH in args:
+        # The drafter lives where the test built it, as the checkpoint does: the profile's path is the container's.
+        dspark["draft_model_path"] = args[args.index(F.SPECULATIVE_DRAFT_MODEL_PATH) + 1]
     return expectations
 
 
