@@ -1,6 +1,7 @@
-"""The tiny Ling-3.0-flash launches of the GPU lane (tests/fixtures/gpu-v3, from `bash tests/gpu/run v3` on CUDA),
-held on CPU: each verification replays to the verdict the real engine got, and what made each verdict is in the
-real output (the Humming census and log line, the kernel cache, the fork's head variable ignored, real acceptance)."""
+"""The tiny Ling-3.0-flash launches of the GPU lane (tests/fixtures/gpu-v3, gpu-v3-fallbacks, gpu-v3-dspark, from
+`bash tests/gpu/run v3|v3-fallbacks|v3-dspark` on CUDA), held on CPU: each verification replays to the verdict the real
+engine got, and what made each verdict is in the real output (the Humming census and log line, the kernel cache, the
+fork's head variable ignored, real acceptance, the runner stock ran instead of Humming)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ ROOT = records.SETS["gpu-v3"]
 LANE = {name: spec for name, spec in v3_launches({k: Path(k) for k in (
     "agree", "random", "bf16", "dspark-agree", "dspark-random", "humming-cache")}).items()
         if name in V3_SETS["gpu-v3"]}
-CASES = [(name, profile) for name in records.launches(ROOT) for profile in records.recordings(name, ROOT)]
+CASES = [(set_name, name, profile) for set_name in V3_SETS for name in records.launches(records.SETS[set_name])
+         for profile in records.recordings(name, records.SETS[set_name])]
 
 
-def checks(name: str, profile: str) -> dict[str, dict]:
-    return {c["name"]: c for c in records.recordings(name, ROOT)[profile].verdict["checks"]}
+def checks(name: str, profile: str, root: Path = ROOT) -> dict[str, dict]:
+    return {c["name"]: c for c in records.recordings(name, root)[profile].verdict["checks"]}
 
 
 def test_every_launch_of_the_v3_run_is_recorded_from_one_run():
@@ -31,9 +33,9 @@ def test_every_launch_of_the_v3_run_is_recorded_from_one_run():
     assert len({records.launch_info(name, ROOT)["run"] for name in LANE}) == 1
 
 
-@pytest.mark.parametrize(("name", "profile"), CASES)
-def test_the_recorded_engine_replays_to_the_same_verdict(name, profile):
-    recording = records.recordings(name, ROOT)[profile]
+@pytest.mark.parametrize(("set_name", "name", "profile"), CASES)
+def test_the_recorded_engine_replays_to_the_same_verdict(set_name, name, profile):
+    recording = records.recordings(name, records.SETS[set_name])[profile]
     got = {c["name"]: c["passed"] for c in replay(recording).as_dict()["checks"]}
     assert got == {c["name"]: c["passed"] for c in recording.verdict["checks"]}
 
@@ -53,9 +55,9 @@ def test_the_agreeing_nextn_draft_passes_on_real_counts_and_the_random_one_is_re
     assert not checks("v3-humming-warm-fp8-env", "fp8-lm-head")["fp8_lm_head.target_head"]["passed"]
 
 
-# --- the silent fallbacks, for real (`bash tests/gpu/run v3-fallbacks`, NVIDIA H100, 2026-12-06) ----------------------
-# Recorded so far: the two launches that never served. The run's time ran out during the BF16 one, so it and the
-# run's Humming reference are not recorded yet (docs/testing-gpu.md).
+# --- the silent fallbacks, for real (`bash tests/gpu/run v3-fallbacks`, 2026-12-06) -----------------------------------
+# Two runs: the launches that never served on an H100 (the run's time ran out in the BF16 one), then the Humming
+# reference and the BF16 launch together on an H200 (`-k "runs_reference or bf16"`); docs/testing-gpu.md.
 FALLBACKS = records.SETS["gpu-v3-fallbacks"]
 
 
@@ -81,9 +83,25 @@ def census_at_load(name: str) -> dict[str, int]:
     return next(e["moe_layers"] for e in events if e.get("event") == "load_model" and e.get("role") == "target")
 
 
-def test_the_fallback_launches_are_the_sets_own_and_from_one_run():
-    assert set(records.launches(FALLBACKS)) <= set(V3_SETS["gpu-v3-fallbacks"])
-    assert len({records.launch_info(name, FALLBACKS)["run"] for name in records.launches(FALLBACKS)}) == 1
+def test_every_fallback_launch_is_recorded_and_the_served_ones_share_a_run_and_a_card():
+    assert set(records.launches(FALLBACKS)) == set(V3_SETS["gpu-v3-fallbacks"])
+    served = [records.launch_info(name, FALLBACKS) for name in ("v3-humming-cold", "v3-bf16-humming")]
+    assert len({(info["run"], info["gpu"]) for info in served}) == 1
+    assert all(info["startup_s"] is not None for info in served)
+
+
+def test_humming_on_a_checkpoint_it_cannot_take_runs_triton_with_the_flag_on_and_is_refused():
+    """The BF16 checkpoint with `--moe-runner-backend humming`: SGLang echoes humming, yet every MoE layer's method is
+    the unquantized Triton one and no Humming forward is logged; the same run's MXFP4 checkpoint engages Humming."""
+    reference = checks("v3-humming-cold", "humming", FALLBACKS)
+    assert all(reference[name]["passed"] for name in ("humming.config_echo", "humming.moe_layers_target",
+                                                      "humming.log_signature"))
+    assert reference["humming.moe_layers_target"]["observed"] == {"Mxfp4HummingMoEMethod/humming": 5}
+    bf16 = checks("v3-bf16-humming", "humming", FALLBACKS)
+    assert bf16["humming.config_echo"]["passed"] and bf16["humming.config_echo"]["observed"] == "humming"
+    assert bf16["humming.moe_layers_target"]["observed"] == {"UnquantizedFusedMoEMethod/triton": 5}
+    assert not bf16["humming.moe_layers_target"]["passed"] and "fell back" in bf16["humming.moe_layers_target"]["hint"]
+    assert (bf16["humming.log_signature"]["passed"], bf16["humming.log_signature"]["observed"]) == (False, "0x")
 
 
 def test_humming_not_importable_is_no_silent_fallback_stock_dies_and_the_refusal_names_the_module():
@@ -106,3 +124,35 @@ def test_marlin_is_what_stock_ran_and_humming_is_refused():
     assert checks["engine.health"]["observed"]["phases_reached"][-1] == "cuda_graph_capture"
     signature = checks["humming.log_signature"]
     assert not signature["passed"] and signature["observed"] == "0x"
+
+
+# --- DSpark on CUDA (`bash tests/gpu/run v3-dspark`, NVIDIA H200, 2026-12-06) ------------------------------------------
+DSPARK = records.SETS["gpu-v3-dspark"]
+DSPARK_ENGAGED = ("dspark.config_echo", "dspark.draft_loaded", "dspark.lm_head_module_shared",
+                  "dspark.log_runner_initialized", "dspark.drafter_config_read", "dspark.draft_cuda_graph",
+                  "dspark.proposal_not_eager")
+
+
+def spec_meta(name: str) -> list[dict]:
+    """SGLang's own per-request speculative accounting (POST /generate meta_info) in the recorded exchanges."""
+    return [meta for exchange in records.recordings(name, DSPARK)["dspark"].exchanges
+            for chunk in (exchange.chunks or []) for meta in [chunk[1].get("meta_info", {})] if "spec_verify_ct" in meta]
+
+
+def test_dspark_engages_with_both_drafters_and_acceptance_alone_tells_them_apart():
+    assert set(records.launches(DSPARK)) == set(V3_SETS["gpu-v3-dspark"])
+    agree, rand = checks("v3-dspark-agree", "dspark", DSPARK), checks("v3-dspark-random", "dspark", DSPARK)
+    for got in (agree, rand):
+        assert {name: got[name]["passed"] for name in DSPARK_ENGAGED} == dict.fromkeys(DSPARK_ENGAGED, True)
+    assert agree["dspark.accept_length"]["passed"] and agree["dspark.accept_length"]["observed"] >= 8.0
+    assert not rand["dspark.accept_length"]["passed"] and rand["dspark.accept_length"]["observed"] < 3.0
+
+
+def test_the_random_drafters_accept_length_is_sglangs_own_count_one_right_draft_per_block():
+    """2.0, not ~1.0: the tiny target repeats its last token, which the drafter reads from the target's features and
+    the shared head, so the first draft of each block is right and the other seven never are (SGLang's histogram)."""
+    metas = spec_meta("v3-dspark-random")
+    assert metas
+    for meta in metas:
+        assert meta["spec_correct_drafts_histogram"] == [0, meta["spec_verify_ct"]]
+        assert meta["spec_num_correct_drafts"] * 8 == meta["spec_num_proposed_drafts"]
