@@ -53,10 +53,14 @@ pytestmark = pytest.mark.real
 # from the record, the simulator started here on the recorded argv): the capture lines, graph-pass modes and draft
 # graphs the CPU engine cannot show are held to a real CUDA engine there.
 CPU_LAUNCHES = ("dense", "nextn")
-# Decode graphs on a dense model; target-verify and draft graphs, and the MoE census, on NEXTN (the other GPU launches
-# are variations of these, judged by tests/unit/test_gpu_records.py; the simulator models no STANDALONE draft).
-GPU_DIFFERENTIAL = ("dense-graphs", "moe-nextn")
-GPU_RECORDED = tuple(name for name in GPU_DIFFERENTIAL if (gpu_records.FIXTURES / name / "side.json").is_file())
+# Decode graphs on a dense model; target-verify and draft graphs, and the MoE census, on NEXTN; Ling-3.0-flash's own
+# class with the real Humming, with an agreeing NEXTN draft, and with DSpark (the other GPU launches are variations of
+# these, judged by tests/unit/test_gpu_records.py and test_gpu_v3_records.py; the simulator models no STANDALONE
+# draft). Launch name -> its record set.
+GPU_DIFFERENTIAL = {"dense-graphs": "gpu", "moe-nextn": "gpu", "v3-humming-cold": "gpu-v3", "v3-nextn-agree": "gpu-v3",
+                    "v3-dspark-agree": "gpu-v3-dspark"}
+GPU_RECORDED = tuple(name for name, set_name in GPU_DIFFERENTIAL.items()
+                     if (gpu_records.SETS[set_name] / name / "side.json").is_file())
 GPU_PREFIX = "gpu-"
 LAUNCHES = CPU_LAUNCHES + tuple(GPU_PREFIX + name for name in GPU_RECORDED)
 
@@ -151,7 +155,7 @@ GPU_ENGINE_ENV = {"SGLANG_PLUGINS": "engagement_probe", "SPARKGATE_SIM_IMAGE": D
 
 def _recorded_sides(request, name: str, sim_dir) -> tuple[D.Side, D.Side, str]:
     """A GPU record's real side, and the simulator started here on that launch's argv and env."""
-    recorded = gpu_records.side(name)
+    recorded = gpu_records.side(name, gpu_records.SETS[GPU_DIFFERENTIAL[name]])
     seen = Observation(**recorded["seen"])
     real = D.Side(seen, recorded["extra"], recorded["server_info"],
                   logs.EngineLog(f"GPU record {name}", recorded["log_text"]), D.Exposition.parse(recorded["metrics_text"]))
@@ -372,7 +376,8 @@ def test_metrics(side, launch):
 @pytest.mark.parametrize("launch", LAUNCHES)
 def test_log(side, launch):
     real, sim, _ = side
-    problems = D.compare_logs(real.log, sim.log)
+    model_class = real.server_info[INTERNAL_STATES][0][ENGAGEMENT]["target"]["model_class"]
+    problems = D.compare_logs(real.log, sim.log, hybrid=model_class in D.HYBRID_CLASSES)
     assert not problems, _failures(problems, "log formats printed (counts may differ):",
                                    *D.log_count_lines(real.log, sim.log))
 
@@ -412,4 +417,4 @@ def test_what_only_the_simulator_shows_on_cpu_a_real_cuda_engine_shows_too(side,
 
 
 def test_the_gpu_records_are_part_of_the_differential():
-    assert GPU_RECORDED == GPU_DIFFERENTIAL, "a GPU launch of the differential has no record (tests/fixtures/gpu)"
+    assert tuple(GPU_DIFFERENTIAL) == GPU_RECORDED, "a GPU launch of the differential has no record (tests/fixtures/gpu*)"

@@ -182,6 +182,18 @@ def test_a_log_format_printed_by_the_simulator_only_is_a_difference():
         "engine never"]  # token_usage_part: both printed it (inside the Prefill batch record too)
 
 
+def test_the_formats_a_hybrid_model_prints_are_compared_only_on_a_launch_of_a_hybrid_class():
+    hybrid_decode = (C.log_line("decode_batch", iter="", running=1, usage="#full token: 24, full token usage: 0.01, "
+                                "mamba num: 1, mamba usage: 0.01, ")
+                     + C.log_line("decode_tail", graph_label="cuda graph", cuda_graph=False, throughput=18.4, queue=0))
+    real, sim = engine_log(READY, PREFILL, DECODE), engine_log(READY, PREFILL, hybrid_decode)
+    assert D.compare_logs(real, sim, hybrid=False) == []
+    assert D.compare_logs(real, sim, hybrid=True) == [
+        f"engine log log_formats.decode_token_part: real printed it 1x (e.g. '{DECODE[:160]}'), the simulator never",
+        f"engine log log_formats.decode_full_token_part: the simulator printed it 1x (e.g. '{hybrid_decode[:160]}'), "
+        "the real engine never"]
+
+
 def test_a_log_format_printed_by_the_real_engine_only_is_a_difference():
     real, sim = engine_log(READY, PREFILL, PREFILL, DECODE), engine_log(READY, DECODE)
     assert D.compare_logs(real, sim) == [

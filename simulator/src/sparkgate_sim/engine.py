@@ -34,7 +34,7 @@ from sparkgate_sim.metrics import (
     EngineMetrics,
 )
 from sparkgate_sim.resolve import requested, resolve, token_capacity
-from sparkgate_sim.scheduler_lines import prefill_line
+from sparkgate_sim.scheduler_lines import decode_usage, prefill_line
 from sparkgate_sim.startup import humming_line, run_startup
 
 EXPOSE_OWN_ENV_VARS = C.env("expose_own_env_vars")
@@ -161,6 +161,7 @@ class Engine:
         self.decode_log_interval = max(1, int(self.resolved["decode_log_interval"]))
         self.num_draft_tokens = int(self.resolved["speculative_num_draft_tokens"] or 1)
         self.token_capacity = token_capacity(self.resolved)  # max_total_num_tokens
+        self.mamba_slots = 1  # max_mamba_cache_size: set when the startup allocates the pools
         self.launched_at = time.time()
         self.route_counts: TallyCounter[str] = TallyCounter()
         # Requests that came through a proxy (X-Forwarded-For): how the deploy tests prove that nothing
@@ -649,8 +650,8 @@ class Engine:
         """The periodic `Decode batch` line and the gauges SGLang refreshes with it (lock held)."""
         w = self.window
         self.last_gen_throughput = w.tokens / w.sim_seconds if w.sim_seconds > 0 else 0.0
-        usage = C.log_line("decode_token_part", tokens=seq_len, usage=self._usage(seq_len))
-        msg = C.log_line("decode_batch", iter="", running=1, usage=f"{usage}, ")
+        usage = decode_usage(seq_len, self._usage(seq_len), self.mamba_slots)
+        msg = C.log_line("decode_batch", iter="", running=1, usage=usage)
         accept_len = accept_rate = block_accept_len = 0.0
         if spec and w.verify_ct:
             accept_len = w.accepted_tokens / w.verify_ct

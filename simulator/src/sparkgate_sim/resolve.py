@@ -160,6 +160,10 @@ def resolve_logged(args: EngineArgs, *, draft_config_readable: bool = True) -> t
     out.update(args.values)
     out["tokenizer_path"] = out["tokenizer_path"] or out["model_path"]
     out["served_model_name"] = out["served_model_name"] or out["model_path"]
+    # arg_groups/speculative_hook.py handle_speculative_decoding: a draft path given without a revision reads "main"
+    # (the draft path NEXTN defaults to later, for the architectures it lists, gets none).
+    if out["speculative_draft_model_path"] is not None and out["speculative_draft_model_revision"] is None:
+        out["speculative_draft_model_revision"] = "main"
     if out["moe_runner_backend"] == C.string_("moe_backend_auto"):
         out["moe_runner_backend"] = AUTO_MOE_BACKEND
     if out["attention_backend"] is None:
@@ -230,6 +234,26 @@ def token_capacity(resolved: dict[str, Any]) -> int:
     (mem_cache/kv_cache_configurator.py _apply_token_constraints)."""
     given = resolved.get("max_total_tokens")
     return MAX_TOTAL_NUM_TOKENS if given is None else min(MAX_TOTAL_NUM_TOKENS, int(given))
+
+
+# Ling-3.0-flash's state pools as SGLang 0.5.23 allocated them at full size on CUDA (mem_cache/memory_pool.py): its MLA
+# layers' KV cache, "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 3695357, KV size: 27.75 GB" (8,064 B a
+# token), and its KDA layers' recurrent state, "Mamba Cache is allocated. max_mamba_cache_size: 351, conv_state size:
+# 0.85GB, ssm_state size: 24.06GB" (per request slot). The simulator splits its pool the same way.
+KV_BYTES_PER_TOKEN = 8064
+MAMBA_CONV_GB_PER_SLOT = 0.85 / 351
+MAMBA_SSM_GB_PER_SLOT = 24.06 / 351
+GIB = 1 << 30
+
+
+def kv_cache_gb(resolved: dict[str, Any]) -> float:
+    """The MLA KV cache of token_capacity tokens, in SGLang's GB (2**30 bytes)."""
+    return token_capacity(resolved) * KV_BYTES_PER_TOKEN / GIB
+
+
+def mamba_slots(pool_gb: float, resolved: dict[str, Any]) -> int:
+    """The KDA state slots (max_mamba_cache_size) in what the pool leaves after the KV cache."""
+    return max(1, int((pool_gb - kv_cache_gb(resolved)) / (MAMBA_CONV_GB_PER_SLOT + MAMBA_SSM_GB_PER_SLOT)))
 
 
 def token_capacity_warning(resolved: dict[str, Any]) -> str | None:
