@@ -1,7 +1,7 @@
 """Ling-3.0-flash at full size on one NVIDIA H200, measured: stock SGLang 0.5.23 with dummy weights (the full
 shape's bytes, random routing), the Humming MoE runner, decode CUDA graphs, batch 1; decode tok/s by the engine's own
-clock (meta_info), the GPU's device-copy bandwidth in the same run (`bash tests/gpu/run full-size F`, 2026-12-04; its
-records are to be re-recorded into the repository, see docs/sizing.md).
+clock (meta_info), the GPU's device-copy bandwidth in the same run (`bash tests/gpu/run full-size F`, 2026-12-06;
+docs/sizing.md).
 
 What carries to a Spark is a model, labelled as a prediction: a cycle's time is its bytes at the GPU's bandwidth
 plus a remainder (kernel launches, compute, and on that H200 the GPU lane's torch stand-ins for sgl_kernel). The
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from sparkgate.bench import roofline as roof
 
 GPU = "NVIDIA H200 (stock SGLang 0.5.23, humming-kernels 0.1.12, dummy weights, BF16 head)"
-BANDWIDTH_GB_S = 4296.0  # device-to-device copy of 4 GiB, read + write
+BANDWIDTH_GB_S = 4267.3  # device-to-device copy of 4 GiB, read + write
 
 
 @dataclass(frozen=True)
@@ -55,12 +55,12 @@ def _shipped(name: str):
 
 # Decode graphs, Humming; NEXTN on the same engine.
 DECODES = (
-    Decode("full-humming-cold", "humming", "short", 16 + 32, 69.7),
-    Decode("full-humming-cold", "humming", "8k", 8000 + 32, 83.0),
-    Decode("full-humming-cold", "humming", "32k", 32000 + 32, 79.8),
-    Decode("full-humming-nextn", "mtp", "short", 16 + 32, 60.2, accept_length=1.016),
-    Decode("full-humming-nextn", "mtp", "8k", 8000 + 32, 37.3, accept_length=1.016),
-    Decode("full-humming-nextn", "mtp", "32k", 32000 + 32, 16.5, accept_length=1.016),
+    Decode("full-humming-cold", "humming", "short", 16 + 32, 73.1),
+    Decode("full-humming-cold", "humming", "8k", 8000 + 32, 82.1),
+    Decode("full-humming-cold", "humming", "32k", 32000 + 32, 78.9),
+    Decode("full-humming-nextn", "mtp", "short", 16 + 32, 60.4, accept_length=1.016),
+    Decode("full-humming-nextn", "mtp", "8k", 8000 + 32, 36.8, accept_length=1.016),
+    Decode("full-humming-nextn", "mtp", "32k", 32000 + 32, 16.3, accept_length=1.016),
 )
 
 

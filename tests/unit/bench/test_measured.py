@@ -4,6 +4,7 @@ gives back what was measured where nothing changes."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,26 @@ from sparkgate.bench import measured
 from sparkgate.bench import roofline as roof
 from sparkgate.profile import loading
 
-SHAPE = roof.ModelShape.from_file(Path(__file__).resolve().parents[2] / "fixtures" / "bench" /
-                                  "ling-3.0-flash-config.json")
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+SHAPE = roof.ModelShape.from_file(FIXTURES / "bench" / "ling-3.0-flash-config.json")
+FULL_SIZE = FIXTURES / "gpu-full-size"  # the run the figures come from (`bash tests/gpu/run full-size F`)
+
+
+def measures(launch: str) -> dict:
+    return json.loads((FULL_SIZE / launch / "measures.json").read_text())
+
+
+def test_the_figures_are_the_recorded_runs_own():
+    assert round(measures("gpu-bandwidth")["gb_per_s"], 1) == measured.BANDWIDTH_GB_S
+    for launch in {d.launch for d in measured.DECODES}:
+        speeds = measures(launch)["speeds"]
+        decodes = {d.prompt: d for d in measured.DECODES if d.launch == launch}
+        assert set(decodes) == set(speeds), launch
+        for prompt, speed in speeds.items():
+            accept = speed["spec_accept_length"]
+            assert decodes[prompt] == measured.Decode(
+                launch, decodes[prompt].profile, prompt, speed["prompt_tokens"] + speed["completion_tokens"] // 2,
+                round(speed["decode_tok_s"], 1), None if accept is None else round(accept, 3))
 
 
 @pytest.mark.parametrize(("profile", "kind"), [("humming", "humming"), ("humming-fp8", "humming"), ("mtp", None),

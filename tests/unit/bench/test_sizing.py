@@ -27,17 +27,17 @@ BUDGET_RULE = 0.015  # SGLang's rule against the memory its pools took, relative
 
 
 def read(name: str) -> sizing.LoggedSizing:
-    return sizing.read_log(logs.from_file(str(FULL_SIZE / f"{name}.log")))
+    return sizing.read_log(logs.from_file(str(FULL_SIZE / name / "server.log")))
 
 
 @pytest.fixture(scope="module")
 def graphs() -> sizing.LoggedSizing:
-    return read("humming-graphs")
+    return read("full-humming-cold")
 
 
 @pytest.fixture(scope="module")
 def nextn() -> sizing.LoggedSizing:
-    return read("humming-nextn")
+    return read("full-humming-nextn")
 
 
 def test_the_logs_carry_every_sizing_line(graphs, nextn):
@@ -55,7 +55,7 @@ def test_target_weights_model_is_within_tolerance_below_the_measured(graphs):
 
 
 @pytest.mark.parametrize(("part", "launch", "index", "model"), [
-    ("target", "humming-graphs", 0, sizing.target_weight_bytes), ("draft", "humming-nextn", 1, sizing.draft_weight_bytes)])
+    ("target", "full-humming-cold", 0, sizing.target_weight_bytes), ("draft", "full-humming-nextn", 1, sizing.draft_weight_bytes)])
 def test_the_plan_adds_what_sglang_allocated_beyond_the_model(part, launch, index, model):
     measured = read(launch).models[index].usage_gib * sizing.GIB
     assert model(SHAPE) * (1 + sizing.UNMODELLED_WEIGHTS[part]) == pytest.approx(measured, rel=0.005)
@@ -67,15 +67,15 @@ def test_draft_weights_model_is_within_tolerance_below_the_measured(nextn):
     assert 1 - DRAFT_WEIGHTS_BELOW <= modelled / measured <= 1.0, (modelled / sizing.GIB, measured / sizing.GIB)
 
 
-@pytest.mark.parametrize(("launch", "pool", "draft"), [("humming-graphs", 0, False), ("humming-nextn", 0, False),
-                                                        ("humming-nextn", 1, True)])
+@pytest.mark.parametrize(("launch", "pool", "draft"), [("full-humming-cold", 0, False), ("full-humming-nextn", 0, False),
+                                                        ("full-humming-nextn", 1, True)])
 def test_kv_bytes_per_token_match_the_roofline_layout(launch, pool, draft):
     logged = read(launch).kv_pools[pool]
     # The log rounds the size to 0.01 GiB: over millions of tokens that is under 0.01 %.
     assert logged.bytes_per_token == pytest.approx(sizing.kv_bytes_per_token(SHAPE, draft=draft), rel=1e-3)
 
 
-@pytest.mark.parametrize("launch", ["humming-graphs", "humming-nextn"])
+@pytest.mark.parametrize("launch", ["full-humming-cold", "full-humming-nextn"])
 def test_sglang_pool_budget_rule_reproduces_what_the_pools_took(launch):
     logged = read(launch)
     before = logged.models[0].avail_before_gib
