@@ -125,16 +125,16 @@ def test_metrics_off_changes_what_the_metrics_check_saw_not_the_outcome(dense_ve
 # One session fixture per launch: the lane runs the tests of each launch together (conftest.py).
 
 
-def _speculation_verdicts(engine: RealEngine, expected: dict, name: str) -> dict[str, Verdict]:
+SHIPPED = "all-three as shipped"  # the profile as shipped: only the tiny checkpoint's served name and path rewritten
+
+
+def _speculation_verdicts(engine: RealEngine, expected: dict, name: str, *profiles: str) -> dict[str, Verdict]:
+    """`name / profile` -> the verdict, for the profiles the tests below read on this engine (each a whole verification
+    with its answers: 30-40 s on CPU)."""
     # The first speculative request on CPU builds torch inductor's C++ (seconds): not the gate's to time.
     engine.generate("warm up", max_new_tokens=8)
-    return {
-        f"{name} / {MTP_PROFILE}": judged(engine, MTP_PROFILE, expected),
-        f"{name} / all-three": judged(engine, "all-three", expected),
-        f"{name} / humming-fp8": judged(engine, "humming-fp8", expected),
-        # The profile as shipped: only the served name and path of the tiny checkpoint are rewritten.
-        f"{name} / all-three as shipped": gate.verdict(engine, "all-three"),
-    }
+    return {f"{name} / {profile}": gate.verdict(engine, "all-three") if profile == SHIPPED
+            else judged(engine, profile, expected) for profile in profiles}
 
 
 @pytest.fixture(scope="session")
@@ -144,12 +144,14 @@ def bailing_identity(bailing_launch) -> dict:
 
 @pytest.fixture(scope="session")
 def nextn_off_verdicts(real_engines, bailing_launch, bailing_identity) -> dict[str, Verdict]:
-    return _speculation_verdicts(real_engines.get(bailing_launch), bailing_identity, "nextn off")
+    return _speculation_verdicts(real_engines.get(bailing_launch), bailing_identity, "nextn off", MTP_PROFILE,
+                                 "humming-fp8")
 
 
 @pytest.fixture(scope="session")
 def nextn_on_verdicts(real_engines, nextn_launch, bailing_identity) -> dict[str, Verdict]:
-    return _speculation_verdicts(real_engines.get(nextn_launch), bailing_identity, "nextn on")
+    return _speculation_verdicts(real_engines.get(nextn_launch), bailing_identity, "nextn on", MTP_PROFILE,
+                                 "all-three", SHIPPED)
 
 
 @pytest.fixture(scope="session")
@@ -235,12 +237,12 @@ def test_checks_that_need_a_gpu_refuse_the_cpu_engine_by_name_with_what_it_runs(
 
 
 def test_the_shipped_profile_refuses_the_tiny_model_as_not_ling_3(nextn_on_verdicts):
-    checks = gate.by_name(nextn_on_verdicts["nextn on / all-three as shipped"])
+    checks = gate.by_name(nextn_on_verdicts[f"nextn on / {SHIPPED}"])
     assert not checks["engine.architecture"].passed
     assert checks["engine.architecture"].observed == ["BailingMoeV2ForCausalLM"]
     assert not checks["engine.identity"].passed  # 0.5.23, not the fork's version
     assert checks["engine.identity"].observed["version"] == SGLANG_VERSION
-    assert not nextn_on_verdicts["nextn on / all-three as shipped"].passed
+    assert not nextn_on_verdicts[f"nextn on / {SHIPPED}"].passed
 
 
 # --- answers: a random-weight engine is engaged and wrong ---------------------------------------------------
