@@ -148,7 +148,7 @@ def v3_launches(paths: dict[str, Path]) -> dict[str, GpuLaunch]:
         GpuLaunch("v3-marlin", v3("agree", "--moe-runner-backend", "marlin", start_timeout_s=400.0), ("humming",), V3),
         GpuLaunch("v3-bf16-humming", v3("bf16", "--moe-runner-backend", "humming"), ("humming",), V3,
                   humming_cache=cache),
-        # The first DSpark start compiles the KDA verify kernels while /health waits (about 40 s on the 2026-12-06 run).
+        # The first DSpark start compiles the KDA kernels while /health waits (92 s to its first 200 on 2026-12-06).
         *(GpuLaunch(f"v3-dspark-{variant}", v3("agree", *dspark_args(paths[f"dspark-{variant}"]), start_timeout_s=400.0),
                     ("dspark",), V3,
                     speculative=True, humming_cache=cache) for variant in DSPARK_VARIANTS),

@@ -8,7 +8,7 @@ moves the bytes a real one moves; the weights' values (and so the answers and a 
 Each launch writes, under $SPARKGATE_GPU_RECORD_DIR/<launch>/: launch.json (argv, env, GPU, ready seconds, or the
 error it died with), server.log (the engine's whole log) and measures.json (what the lane measured by the engine's
 own clock: decode speed per prompt length, accept counts; and, for the first launch, the GPU's copy bandwidth and a
-kernel profile of decode steps). The CPU tests (tests/unit/test_full_size_records.py) read SGLang's own sizing lines
+kernel profile of decode steps). The CPU tests (tests/unit/bench/test_sizing.py, test_measured.py) read SGLang's own sizing lines
 out of the logs with the product's parser (sparkgate/bench/sizing.py) and hold the roofline and the memory plan to them.
 """
 
@@ -75,6 +75,9 @@ class FullLaunch:
 
 # Run A: Humming with decode graphs (cold kernel cache, then warm), the profile, graphs off.
 # Run B: NEXTN (the verify step's cost), the MoE runners the Spark baseline and stock would use instead.
+# One per run: every record of a run carries it, so records of two runs never pass for one (the 2026-12-06 records
+# predate it).
+RUN_ID = os.environ.get("SPARKGATE_GPU_RUN_ID") or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
 RUNS: dict[str, tuple[FullLaunch, ...]] = {
     "A": (
         FullLaunch("full-humming-cold", cache="cold", prompts=("short",)),
@@ -218,7 +221,7 @@ def run_launch(spec: FullLaunch, model: Path, cache_root: Path, run_dir: Path) -
         records.write_json(out / "launch.json", {
             "name": spec.name, "argv": list(launch.server_args(0))[6:], "env": dict(launch.env),
             "ready_s": result.ready_s, "error": result.error, "moe_runner": spec.moe_runner, "graphs": spec.graphs,
-            "nextn": spec.nextn, "cache": spec.cache, "run": os.environ.get("SPARKGATE_GPU_RUN_ID", ""),
+            "nextn": spec.nextn, "cache": spec.cache, "run": RUN_ID,
         })
     return result
 
@@ -235,7 +238,7 @@ def main(run: str) -> int:
     cache_root = base / "humming-cache"
     if run in ("A", "S", "F"):
         bandwidth = gpu_bandwidth()
-        records.write_json(records.record_dir() / "gpu-bandwidth" / "measures.json", bandwidth)
+        records.write_json(records.record_dir() / "gpu-bandwidth" / "measures.json", {**bandwidth, "run": RUN_ID})
         print(f"bandwidth: {bandwidth['gb_per_s']} GB/s on {bandwidth['device']}", flush=True)
     failed = []
     for spec in RUNS[run]:

@@ -238,22 +238,47 @@ def token_capacity(resolved: dict[str, Any]) -> int:
 
 # Ling-3.0-flash's state pools as SGLang 0.5.23 allocated them at full size on CUDA (mem_cache/memory_pool.py): its MLA
 # layers' KV cache, "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 3695357, KV size: 27.75 GB" (8,064 B a
-# token), and its KDA layers' recurrent state, "Mamba Cache is allocated. max_mamba_cache_size: 351, conv_state size:
-# 0.85GB, ssm_state size: 24.06GB" (per request slot). The simulator splits its pool the same way.
+# token; the NEXTN layer's own, "#tokens: 4184066, KV size: 4.49 GB": 1,152 B), and its KDA layers' recurrent state,
+# "Mamba Cache is allocated. max_mamba_cache_size: 351, conv_state size: 0.85GB, ssm_state size: 24.06GB" (SGLang
+# allocates max_mamba_cache_size + 1 slots).
 KV_BYTES_PER_TOKEN = 8064
-MAMBA_CONV_GB_PER_SLOT = 0.85 / 351
-MAMBA_SSM_GB_PER_SLOT = 24.06 / 351
+DRAFT_KV_BYTES_PER_TOKEN = 1152
+MAMBA_CONV_GB_PER_SLOT = 0.85 / 352
+MAMBA_SSM_GB_PER_SLOT = 24.06 / 352
+# What one running request holds ("mamba num" in the Decode batch line): its state and the two track buffers of the
+# default `extra_buffer` radix strategy; SGLang printed 3 with one request running (its later 4 counts a cached
+# prefix's state, which the simulator does not model).
+MAMBA_SLOTS_PER_RUNNING_REQUEST = 3
 GIB = 1 << 30
 
 
-def kv_cache_gb(resolved: dict[str, Any]) -> float:
-    """The MLA KV cache of token_capacity tokens, in SGLang's GB (2**30 bytes)."""
-    return token_capacity(resolved) * KV_BYTES_PER_TOKEN / GIB
+def kv_cache_gb(resolved: dict[str, Any], *, draft: bool = False) -> float:
+    """The MLA KV cache of token_capacity tokens (the target's, or the NEXTN draft's), in SGLang's GB (2**30 B)."""
+    return token_capacity(resolved) * (DRAFT_KV_BYTES_PER_TOKEN if draft else KV_BYTES_PER_TOKEN) / GIB
 
 
 def mamba_slots(pool_gb: float, resolved: dict[str, Any]) -> int:
-    """The KDA state slots (max_mamba_cache_size) in what the pool leaves after the KV cache."""
-    return max(1, int((pool_gb - kv_cache_gb(resolved)) / (MAMBA_CONV_GB_PER_SLOT + MAMBA_SSM_GB_PER_SLOT)))
+    """max_mamba_cache_size: --max-mamba-cache-size when given (kv_cache_configurator.py), else the slots that fit in
+    what the pool leaves after the KV cache."""
+    given = resolved.get("max_mamba_cache_size")
+    if given is not None:
+        return int(given)
+    per_slot = MAMBA_CONV_GB_PER_SLOT + MAMBA_SSM_GB_PER_SLOT
+    return max(1, int((pool_gb - kv_cache_gb(resolved)) / per_slot) - 1)
+
+
+def mamba_cache_line(resolved: dict[str, Any], slots: int) -> str:
+    """memory_pool.py's `Mamba Cache is allocated` line. With speculation the intermediate parts follow: one state
+    per draft token for min(max_running_requests, slots) + 1 requests (kv_cache_configurator.py), none with DSpark's
+    replay ring (the ring holds them: "intermediate_ssm_state_cache size: 0.00GB" in SGLang's DSpark log)."""
+    line = C.log_line("mamba_cache_allocated", size=slots, conv=(slots + 1) * MAMBA_CONV_GB_PER_SLOT,
+                      ssm=(slots + 1) * MAMBA_SSM_GB_PER_SLOT)
+    if resolved["speculative_algorithm"] is None:
+        return line
+    states = 0 if resolved.get("enable_linear_replayssm_spec") else (
+        (min(int(resolved["max_running_requests"]), slots) + 1) * int(resolved["speculative_num_draft_tokens"]))
+    return (f"{line}intermediate_ssm_state_cache size: {states * MAMBA_SSM_GB_PER_SLOT:.2f}GB "
+            f"intermediate_conv_window_cache size: {states * MAMBA_CONV_GB_PER_SLOT:.2f}GB ")
 
 
 def token_capacity_warning(resolved: dict[str, Any]) -> str | None:

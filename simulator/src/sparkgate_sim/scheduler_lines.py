@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sparkgate.sglang import conformance as C
+from sparkgate_sim.resolve import MAMBA_SLOTS_PER_RUNNING_REQUEST
 
 
 def prefill_line(new_tokens: int, queued: int, usage: float) -> str:
@@ -18,6 +19,7 @@ def prefill_line(new_tokens: int, queued: int, usage: float) -> str:
 
 def decode_usage(tokens: int, usage: float, mamba_slots: int) -> str:
     """The usage parts of a hybrid model's `Decode batch` line (pool_stats_observer.py get_decode_usage_msg_parts):
-    the MLA tokens, then the one KDA state slot the running request holds."""
+    the MLA tokens, then the KDA state slots the running request holds."""
+    held = MAMBA_SLOTS_PER_RUNNING_REQUEST
     return (f"{C.log_line('decode_full_token_part', tokens=tokens)}, full {C.log_line('token_usage_part', usage=usage)}"
-            f", mamba num: 1, mamba usage: {1 / mamba_slots:.2f}, ")
+            f", mamba num: {held}, mamba usage: {held / mamba_slots:.2f}, ")

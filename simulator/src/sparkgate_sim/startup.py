@@ -29,11 +29,10 @@ from sparkgate_sim.engagement import DRAFT_MODEL_CLASS, DSPARK_DRAFT_CLASS
 from sparkgate_sim.lifecycle import Restarted
 from sparkgate_sim.metrics import REALTIME_DECODE, REALTIME_PREFILL_COMPUTE
 from sparkgate_sim.resolve import (
-    MAMBA_CONV_GB_PER_SLOT,
-    MAMBA_SSM_GB_PER_SLOT,
     MODEL_ARCH,
     context_len,
     kv_cache_gb,
+    mamba_cache_line,
     mamba_slots,
     missing_config_error,
     resolve_logged,
@@ -192,12 +191,13 @@ def _run(engine: Engine, epoch: int) -> None:
     warning = token_capacity_warning(engine.resolved)
     if warning is not None:
         log.scheduler(warning)
-    slots = mamba_slots(kv_gb, engine.resolved)
-    log.scheduler(C.log_line("mamba_cache_allocated", size=slots, conv=slots * MAMBA_CONV_GB_PER_SLOT,
-                             ssm=slots * MAMBA_SSM_GB_PER_SLOT))
-    log.scheduler(C.log_line("kv_cache_allocated", cache_name="KV Cache", state="is allocated", dtype="torch.bfloat16",
-                             tokens=engine.token_capacity, size=kv_cache_gb(engine.resolved)))
-    engine.mamba_slots = slots
+    engine.mamba_slots = mamba_slots(kv_gb, engine.resolved)
+    log.scheduler(mamba_cache_line(engine.resolved, engine.mamba_slots))
+    # The target's MLA cache, then (NEXTN) the draft layer's; a DSpark drafter's MHA pool is not modelled.
+    for draft in (False, True) if engaged.draft_loaded and not dspark else (False,):
+        log.scheduler(C.log_line("kv_cache_allocated", cache_name="KV Cache", state="is allocated",
+                                 dtype="torch.bfloat16", tokens=engine.token_capacity,
+                                 size=kv_cache_gb(engine.resolved, draft=draft)))
     log.scheduler(C.log_line("memory_pool_end", avail=after))
     startup["kv_cache_allocation"] = elapsed_since(tic)
 

@@ -83,6 +83,16 @@ def test_sglang_pool_budget_rule_reproduces_what_the_pools_took(launch):
     assert logged.pools_gib == pytest.approx(budget, rel=BUDGET_RULE)
 
 
+@pytest.mark.parametrize("launch", ["full-humming-cold", "full-humming-nextn"])
+def test_kda_state_per_slot_is_what_sglang_allocated(launch):
+    conv, ssm = sizing.mamba_slot_bytes(SHAPE)
+    pool = read(launch).mamba
+    slots = pool.slots + 1  # SGLang allocates one more than the max_mamba_cache_size it logs
+    # The log rounds each size to 0.01 GiB.
+    assert (conv * slots / sizing.GIB, ssm * slots / sizing.GIB) == pytest.approx((pool.conv_gib, pool.ssm_gib),
+                                                                                abs=0.0051)
+
+
 def test_kda_state_per_slot_matches_the_roofline_state():
     conv, ssm = sizing.mamba_slot_bytes(SHAPE)
     # The roofline reads and writes the same recurrent state once per step.
