@@ -45,13 +45,16 @@ class Pin:
     revision: str
     architecture: str
     block_size: int
+    context_length: int | None = None  # sglang.context_length: the drafter's context may not be shorter
 
     @classmethod
-    def of(cls, settings) -> Pin | None:
-        """The pin of a profile's `optimizations.dspark` settings; None when DSpark is off."""
+    def of(cls, settings, context_length: int | None = None) -> Pin | None:
+        """The pin of a profile's `optimizations.dspark` settings (and its sglang.context_length); None when DSpark
+        is off."""
         if not settings.enabled:
             return None
-        return cls(settings.drafter_repo, settings.drafter_revision, settings.drafter_architecture, settings.block_size)
+        return cls(settings.drafter_repo, settings.drafter_revision, settings.drafter_architecture, settings.block_size,
+                   context_length)
 
     def download_command(self, directory: Path) -> str:
         return shlex.join(["hf", "download", self.repo, "--revision", self.revision, "--local-dir", str(directory)])
@@ -120,7 +123,37 @@ def _config_problems(root: Path, shown_dir: Path, present: set[str], pin: Pin, f
         found.append(f"{where}: block_size {shown(block)}, expected {pin.block_size} "
                      "(optimizations.dspark.block_size; SGLang only warns and runs the mismatched block). "
                      f"{fix}, or set block_size to the drafter's")
+    context = _context_length(config)
+    if pin.context_length is not None and context is not None and context < pin.context_length:
+        found.append(f"{where}: the drafter's context is {context} tokens, expected at least sglang.context_length "
+                     f"{pin.context_length}: SGLang refuses to start (\"Target model's context_length ... is greater "
+                     "than the derived context_length\", configs/model_config.py _derive_context_length). Fix: a "
+                     f"drafter revision made for this context, or set sglang.context_length to {context}")
     return found
+
+
+# sglang/srt/utils/hf_transformers/common.py CONTEXT_LENGTH_KEYS and get_context_length: the first key present,
+# times the rope scaling factor (1 for llama3 rope or one that records original_max_position_embeddings).
+CONTEXT_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
+
+
+def _context_length(config: dict) -> int | None:
+    """The context SGLang derives from the drafter's config, or None when a key it would read is not a plain
+    positive number (then the model class's own default decides, which a file cannot show)."""
+    scaling = config.get("rope_scaling")
+    factor: object = 1
+    if isinstance(scaling, dict) and scaling:
+        factor = scaling.get("factor", 1)
+        if "original_max_position_embeddings" in scaling or scaling.get("rope_type") == "llama3":
+            factor = 1
+    elif scaling is not None and not isinstance(scaling, dict):
+        return None
+    value = next((config[key] for key in CONTEXT_LENGTH_KEYS if config.get(key) is not None), None)
+    numbers = (value, factor)
+    if value is None or not all(isinstance(n, int | float) and not isinstance(n, bool) and 0 < n < 1e12
+                                for n in numbers):
+        return None
+    return int(factor * value)
 
 
 def _block_size(config: dict) -> object:

@@ -40,6 +40,7 @@ class DrafterPin(Frozen):
     revision: str
     architecture: str
     block_size: int
+    context_length: int | None = None
 
 
 class Plan(Frozen):
@@ -55,7 +56,7 @@ def plan(profile, reference: str, cache_dirs: tuple[str, ...]) -> Plan:
     """What the engine container checks for `profile` (paths as mounted in the container)."""
     expect = checkpoint.Expect.from_profile(profile, reference)
     floor, why = preflight.memory_floor(profile)
-    drafter_pin = drafter.Pin.of(profile.optimizations.dspark)
+    drafter_pin = drafter.Pin.of(profile.optimizations.dspark, profile.sglang.context_length)
     return Plan(
         mem_min_gib=floor, mem_why=why, model_dir=profile.model.path,
         checkpoint=CheckpointPin(repo=expect.repo, revision=expect.revision, architecture=expect.architecture,

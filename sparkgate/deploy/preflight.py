@@ -194,7 +194,7 @@ def dspark_drafter(profile, say: Callable[[str], None] = lambda _: None,
                    directory: Path | None = None) -> list[PreflightFinding]:
     """The DSpark drafter directory, when the profile enables DSpark: one finding per fault (see
     sparkgate/deploy/drafter.py), or one passing finding."""
-    pin = drafter.Pin.of(profile.optimizations.dspark)
+    pin = drafter.Pin.of(profile.optimizations.dspark, profile.sglang.context_length)
     if pin is None:
         return []
     directory = directory or dspark_drafter_dir(profile.optimizations.dspark.draft_model_path)

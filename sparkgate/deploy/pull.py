@@ -257,7 +257,8 @@ def _commit(root: Path, relative: str) -> str | None:
 
 def _prove_drafter(loaded, source: Source, say: Callable[[str], None]) -> None:
     settings = loaded.profile.optimizations.dspark
-    pin = drafter.Pin(source.repo, source.revision, settings.drafter_architecture, settings.block_size)
+    pin = drafter.Pin(source.repo, source.revision, settings.drafter_architecture, settings.block_size,
+                      loaded.profile.sglang.context_length)
     started = time.monotonic()
     found = drafter.problems(source.directory, pin, say=lambda line: say(f"      {line}"))
     root = source.directory.resolve()

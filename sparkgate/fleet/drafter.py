@@ -23,7 +23,7 @@ from sparkgate.profile import loading as profiles
 
 def pin(profile, target: str) -> dict | None:
     """{repo, revision, architecture, block_size} of the drafter a `target` host needs, or None."""
-    drafter_pin = Pin.of(profile.optimizations.dspark)
+    drafter_pin = Pin.of(profile.optimizations.dspark, profile.sglang.context_length)
     return asdict(drafter_pin) if drafter_pin is not None and target == "spark" else None
 
 

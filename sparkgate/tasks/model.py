@@ -84,7 +84,7 @@ def verify(c, profile=None, dir=None, drafter_dir=None, revision=None, quick=Fal
         print(f"verifying drafter {drafter_path} ({settings.drafter_repo} at {settings.drafter_revision[:12]})",
               flush=True)
         pin = drafter.Pin(settings.drafter_repo, settings.drafter_revision, settings.drafter_architecture,
-                          settings.block_size)
+                          settings.block_size, loaded.profile.sglang.context_length)
         started = time.monotonic()
         found = drafter.problems(drafter_path, pin, say)
         failed += _show(found)

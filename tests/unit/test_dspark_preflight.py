@@ -11,6 +11,8 @@ import os
 import pytest
 from huggingface_hub._local_folder import write_download_metadata
 from huggingface_hub.utils.sha import git_hash
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sparkgate.deploy import drafter, preflight
 from sparkgate.profile import loading as profiles
@@ -100,6 +102,56 @@ def test_another_architecture(tmp_path):
 ])
 def test_another_block_size(tmp_path, config):
     assert "block_size 7, expected 8" in one_fault(download(tmp_path / "d", config=config))
+
+
+LING = {"architectures": ["LingDSparkModel"], "block_size": 8}
+PIN_256K = drafter.Pin(REPO, REVISION, "LingDSparkModel", 8, context_length=262144)
+
+
+@pytest.mark.parametrize(("config", "derived"), [
+    ({**LING, "max_position_embeddings": 40960}, 40960),
+    ({**LING, "max_position_embeddings": 32768, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, 131072),
+    ({**LING, "max_position_embeddings": 262144, "seq_length": 4096}, 4096),  # SGLang reads seq_length first
+    ({**LING, "max_position_embeddings": 32768, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, 32768),
+])
+def test_a_drafter_whose_context_is_shorter_than_the_engines_is_refused_as_sglang_would(tmp_path, config, derived):
+    """The GPU lane's DSpark start died on this: the draft's ModelConfig takes the target's context length and raises
+    when the drafter derives a shorter one (sglang/srt/configs/model_config.py _derive_context_length)."""
+    [fault] = drafter.problems(download(tmp_path / "d", config=config), PIN_256K)
+    assert f"the drafter's context is {derived} tokens, expected at least sglang.context_length 262144" in fault
+    # Not a re-download: the pinned revision is what it is.
+    assert fault.endswith(f"Fix: a drafter revision made for this context, or set sglang.context_length to {derived}")
+
+
+@pytest.mark.parametrize("config", [
+    {**LING, "max_position_embeddings": 262144},
+    {**LING, "max_position_embeddings": 65536, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}},
+    LING,  # no key: the model class's default decides, which the file cannot show
+    {**LING, "max_position_embeddings": "262144"}, {**LING, "max_position_embeddings": True},
+    {**LING, "max_position_embeddings": 4096, "rope_scaling": "yarn"},
+])
+def test_a_drafter_context_long_enough_or_not_shown_plainly_is_not_refused_for_it(tmp_path, config):
+    assert drafter.problems(download(tmp_path / "d", config=config), PIN_256K) == []
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                    max_leaves=8)
+KEYS = st.sampled_from([*drafter.CONTEXT_LENGTH_KEYS, "rope_scaling", "factor", "rope_type"])
+
+
+@given(st.dictionaries(KEYS | st.text(max_size=8), JSON | st.dictionaries(KEYS, JSON, max_size=3), max_size=6))
+def test_any_config_gives_a_context_or_none_and_never_raises(config):
+    context = drafter._context_length(config)
+    assert context is None or (isinstance(context, int) and context >= 0)
+
+
+def test_the_profiles_context_is_what_the_drafter_is_held_to(tmp_path, monkeypatch):
+    profile = profiles.load("dspark").profile
+    assert drafter.Pin.of(profile.optimizations.dspark, profile.sglang.context_length).context_length == 262144
+    short = download(tmp_path / "d", config={**LING, "max_position_embeddings": 32768})
+    [finding] = preflight.dspark_drafter(profile, directory=short)
+    assert not finding.ok and "sglang.context_length 262144" in finding.detail
 
 
 def test_no_block_size_in_the_config_is_fine(tmp_path):
