@@ -9,7 +9,9 @@ reached and those it never reached (sglang/phases.py), and the likely cause read
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import json
 import re
 from dataclasses import dataclass
 
@@ -22,6 +24,7 @@ from sparkgate.evidence.stages import Stage
 from sparkgate.evidence.verify import run_checks
 from sparkgate.runtime import engine_run
 from sparkgate.runtime.engine_run import EngineRun
+from sparkgate.sglang import conformance as C
 from sparkgate.sglang.phases import PHASES, phases_reached
 
 # The likely cause is read from the log's last bytes only: bounded work on a log of any size or content.
@@ -41,6 +44,36 @@ SIGKILL_CODE = 137
 STOPPED_CODES = {143: "SIGTERM", 130: "SIGINT"}
 
 
+# The engagement probe's fact lines, as SGLang's logger prints them: "ENGAGEMENT {json}" (probe/src/sparkgate_probe/
+# report.py log_fact, held to its LOG_PREFIX by tests/unit/evidence/test_refused_start.py). A fact line is untrusted
+# log text: bounded, parsed as JSON, kept only as a census of counts.
+PROBE_FACT = "ENGAGEMENT {"
+MAX_FACT_CHARS = 64 * 1024
+MAX_CENSUS_KEY_CHARS = 200
+ROLES = ("target", "draft")
+
+
+def census_at_load(log: EngineLog) -> dict | None:
+    """The probe report's MoE census as its load-time facts give it, {role: {"moe_layers": {method/runner: count}}}:
+    what ran in an engine that died before /server_info could say. None when the log holds no such fact."""
+    report: dict = {}
+    for message in log.messages():
+        if not message.startswith(PROBE_FACT) or len(message) > MAX_FACT_CHARS:
+            continue
+        try:
+            fact = json.loads(message[len(PROBE_FACT) - 1:])
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(fact, dict) or fact.get("event") != "load_model" or fact.get("role") not in ROLES:
+            continue
+        layers = fact.get("moe_layers")
+        if isinstance(layers, dict) and layers and all(
+                isinstance(k, str) and len(k) <= MAX_CENSUS_KEY_CHARS and type(v) is int and v >= 0
+                for k, v in layers.items()):
+            report[fact["role"]] = {"moe_layers": layers}
+    return report or None
+
+
 @dataclass(frozen=True)
 class Cause:
     name: str
@@ -48,9 +81,18 @@ class Cause:
 
 
 def judge_exited_engine(expectations: dict, log: EngineLog) -> list[CheckResult]:
-    """The failing engine-log checks of the profile's expectations, read from the exited engine's log."""
-    evidence = Evidence(expectations=expectations, log=log)
-    return [c for c in run_checks(evidence) if not c.passed and catalog.stage_of(c.name) is Stage.ENGINE_LOG]
+    """The failing engine-log checks of the profile's expectations, read from the exited engine's log; and where the
+    log holds the probe's census at load, the failing census checks (LOAD_CENSUS_CHECKS) on it: what ran instead."""
+    from sparkgate.optimizations import REGISTRY, part
+
+    report = census_at_load(log)
+    states = {C.string_("server_info_internal_states"): [{"engagement": report}]} if report else None
+    evidence = Evidence(expectations=expectations, log=log, server_info=states)
+    census = {name for module in REGISTRY.values() for name in part(module, "LOAD_CENSUS_CHECKS")} if report else set()
+    source = f"{log.source}: the engagement probe's census at load (the engine never served)"
+    return [dataclasses.replace(c, source=source) if c.name in census else c for c in run_checks(evidence)
+            if not c.passed and (catalog.stage_of(c.name) is Stage.ENGINE_LOG
+                                 or (c.name in census and isinstance(c.observed, dict)))]
 
 
 def likely_cause(log_text: str | None, reached: list[str], exit_code: int | None, signal: str | None = None) -> Cause:

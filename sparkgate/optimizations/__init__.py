@@ -13,7 +13,9 @@ Each module exposes:
 and, only where it has them (OPTIONAL: what leaving one out means; read them with part()):
 - probe_report_problems(report) (its parts of the probe report);
 - after admission: start_rechecks(ctx), rechecks(ctx) (evidence/recheck.py), GAUGES (sentinel metrics);
-- FIGURES: figure -> the checks whose `observed[figure]` carries it (the sentinel's history and status page).
+- FIGURES: figure -> the checks whose `observed[figure]` carries it (the sentinel's history and status page);
+- LOAD_CENSUS_CHECKS: its checks of the probe report's MoE census, which a start that died after loading is still
+  judged by (the probe logs the census at load: evidence/startup.py).
 
 A new optimization is its module, a REGISTRY entry, model.Optimizations (built from REGISTRY), a profile
 and its docs page; evidence/, sentinel/ and rules.py read everything else from here.
@@ -33,6 +35,7 @@ OPTIONAL: dict[str, Any] = {
     "rechecks": lambda ctx: [],
     "GAUGES": {},
     "FIGURES": {},
+    "LOAD_CENSUS_CHECKS": (),
 }
 
 REGISTRY = {

@@ -50,6 +50,9 @@ READS = {
 }
 # /server_info fields recorded with every verdict (`engine` in the verdict JSON; bench reads them).
 CONFIG_KEYS = (conformance.server_arg("moe_runner_backend"),)
+# A start that dies after loading never answers /server_info, but its log holds the probe's census at load: what ran
+# instead of Humming is named there too (evidence/startup.py).
+LOAD_CENSUS_CHECKS = ("humming.moe_layers_target", "humming.moe_layers_draft")
 # FusedMoE quant methods that actually run Humming kernels (anything else is a fallback).
 ENGAGED_MOE_METHODS = (conformance.class_name("humming_moe_method"), conformance.class_name("mxfp4_humming_moe_method"))
 # SGLang logs the GEMM flavour it picked at the first Humming MoE forward: indexed by default,

@@ -118,10 +118,13 @@ def test_humming_not_importable_is_no_silent_fallback_stock_dies_and_the_refusal
 def test_marlin_is_what_stock_ran_and_humming_is_refused():
     """`--moe-runner-backend marlin` on the MXFP4 layout: the probe's census at load reads Marlin's method in every
     MoE layer, Humming's log signature is absent; its log ends in the decode-graph capture and it never served (the record
-    kept the error's tail only, not why the lane gave up on it), so the start is refused."""
+    kept the error's tail only, not why the lane gave up on it), so the start is refused, naming Marlin from that
+    census."""
     assert census_at_load("v3-marlin") == {"Mxfp4MarlinMoEMethod/marlin": 5}
     checks = start_judged("v3-marlin")
     assert checks["engine.health"]["observed"]["phases_reached"][-1] == "cuda_graph_capture"
+    census = checks["humming.moe_layers_target"]  # the refusal names what ran, though /server_info never answered
+    assert not census["passed"] and census["observed"] == {"Mxfp4MarlinMoEMethod/marlin": 5}
     signature = checks["humming.log_signature"]
     assert not signature["passed"] and signature["observed"] == "0x"
 

@@ -147,6 +147,47 @@ def test_a_hostile_missing_module_name_is_named_only_as_an_identifier(name):
     assert cause == prefix + name if dotted else not cause.startswith(prefix), (name, cause)
 
 
+def _census_line(role: str, layers: object, event: str = "load_model") -> str:
+    return _record(startup.PROBE_FACT[:-1] + json.dumps({"event": event, "role": role, "moe_layers": layers}))
+
+
+def test_the_probe_fact_prefix_is_the_probes_own():
+    from sparkgate_probe.report import LOG_PREFIX
+
+    assert f"{LOG_PREFIX} {{" == startup.PROBE_FACT
+
+
+def test_a_start_that_died_after_loading_names_what_ran_from_the_probes_census_at_load():
+    """Another MoE runner loaded, then the start died (the GPU lane's Marlin start): /server_info never answered, and
+    the census the probe logged at load still names what ran instead of Humming."""
+    want = expectations.build(profiles.load("all-three"), "spark", 1.0)
+    lines = [*DIED_LOADING[:2], _census_line("target", {"Mxfp4MarlinMoEMethod/marlin": 40})]
+    checks = {c.name: c for c in startup.judge_start(want, EngineLog("t", "\n".join(lines)), exit_code=1)}
+    census = checks["humming.moe_layers_target"]
+    assert not census.passed and census.observed == {"Mxfp4MarlinMoEMethod/marlin": 40}
+    assert "census at load" in census.source and "humming.moe_layers_draft" not in checks  # no draft fact: no claim
+    engaged = [*DIED_LOADING[:2], _census_line("target", {"Mxfp4HummingMoEMethod/humming": 40})]
+    assert "humming.moe_layers_target" not in {c.name for c in startup.judge_start(
+        want, EngineLog("t", "\n".join(engaged)), exit_code=1)}  # Humming engaged: the start died of something else
+    baseline = expectations.build(profiles.load("baseline"), "spark", 1.0)
+    assert "humming.moe_layers_target" not in {c.name for c in startup.judge_start(
+        baseline, EngineLog("t", "\n".join(lines)), exit_code=1)}  # not asked for: not judged
+
+
+@given(layers=st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=300),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=300), inner,
+                                                                                        max_size=3), max_leaves=6),
+       role=st.sampled_from(["target", "draft", "other", ""]), event=st.sampled_from(["load_model", "x"]),
+       junk=st.text(max_size=200))
+def test_a_hostile_census_line_is_kept_only_as_counts(layers, role, event, junk):
+    log = EngineLog("hostile", "\n".join([_census_line(role, layers, event), _record(startup.PROBE_FACT + junk)]))
+    report = startup.census_at_load(log)
+    for fact in (report or {}).values():
+        assert all(isinstance(k, str) and len(k) <= 200 and type(v) is int and v >= 0
+                   for k, v in fact["moe_layers"].items())
+    assert report is None or (event == "load_model" and set(report) <= {"target", "draft"})
+
+
 def test_sglangs_own_arguments_line_proves_the_arguments_phase_however_long():
     """SGLang 0.5.23 logs every server argument on one line, about 15 KB on a CUDA machine (the GPU lane's records):
     longer than the lines the phase patterns search, and still the arguments phase."""
