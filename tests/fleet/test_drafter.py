@@ -18,10 +18,11 @@ STACK = repo_root() / "ansible" / "roles" / "sparkgate_stack"
 
 
 def test_dspark_on_a_spark_needs_the_profiles_pinned_drafter():
-    settings = profiles.load("dspark").profile.optimizations.dspark
-    assert drafter.pin(profiles.load("dspark").profile, "spark") == {
+    profile = profiles.load("dspark").profile
+    settings = profile.optimizations.dspark
+    assert drafter.pin(profile, "spark") == {
         "repo": settings.drafter_repo, "revision": settings.drafter_revision,
-        "architecture": "LingDSparkModel", "block_size": 8}
+        "architecture": "LingDSparkModel", "block_size": 8, "context_length": profile.sglang.context_length}
     assert len(settings.drafter_revision) == 40
 
 

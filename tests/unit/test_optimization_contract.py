@@ -161,7 +161,8 @@ def test_optional_parts_are_their_documented_kinds_where_a_module_has_them():
     for module in REGISTRY.values():
         for name, absent in optimizations.OPTIONAL.items():
             own = optimizations.part(module, name)
-            assert callable(own) if callable(absent) else isinstance(own, dict), (module.KEY, name)
+            assert callable(own) if callable(absent) else isinstance(own, type(absent)), (module.KEY, name)
+        assert set(optimizations.part(module, "LOAD_CENSUS_CHECKS")) <= set(module.CHECKS), module.KEY
     assert optimizations.part(REGISTRY["humming"], "rechecks")(None) == []  # left out: nothing of its own
 
 

@@ -196,8 +196,6 @@ READ_BY_NONE = {
     "log_formats.dspark_num_steps_override", "log_formats.dspark_topk_override", "strings.moe_backend_triton",
     "strings.plugin_entry_point_group", "classes.mxfp4_flashinfer_cutlass_moe_method",
     "classes.unquantized_fused_moe_method",
-    # Read by the memory plan (bench/sizing.py: `invoke sizing`, the full-size records), by no check.
-    "log_formats.kv_cache_allocated", "log_formats.mamba_cache_allocated",
     # SGLang variables a profile may not set, refused by the SGLANG_ prefix rule rather than by name.
     "env.humming_use_f16_accum", "env.enable_health_endpoint_generation",
 }
