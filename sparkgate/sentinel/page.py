@@ -17,7 +17,8 @@ import re
 import time
 from typing import Any
 
-from sparkgate.sentinel.state import CALIBRATION_ACCEPT_CHECKS, CLOSED, OPEN, PROBE_CHECKS, VERIFYING, WAITING, number
+from sparkgate.sentinel import state as S
+from sparkgate.sentinel.state import CLOSED, OPEN, VERIFYING, WAITING, number
 
 PATH = "/sparkgate/"
 BARE_PATH = "/sparkgate"  # redirected to PATH
@@ -43,9 +44,9 @@ RECENT_TRANSITIONS = 10
 PLOT_W, PLOT_H = 360, 130
 PLOT_LEFT, PLOT_RIGHT, PLOT_TOP, PLOT_BOTTOM = 48, 10, 10, 24
 PLOTS = (  # (history key, title, unit, checks whose `expected` ">= X" gives the threshold line)
-    ("decode_tok_s", "Decode speed", "tok/s", ("engine.speed_floor", "engine.speed_vs_baseline")),
-    ("accept_length", "Accept length", "tokens/step", (*PROBE_CHECKS, *CALIBRATION_ACCEPT_CHECKS)),
-    ("mem_available_gib", "Host memory available", "GiB", ("host.memory_headroom",)),
+    ("decode_tok_s", "Decode speed", "tok/s", S.CALIBRATION_SPEED_CHECKS),
+    ("accept_length", "Accept length", "tokens/step", (*S.PROBE_CHECKS, *S.CALIBRATION_ACCEPT_CHECKS)),
+    ("mem_available_gib", "Host memory available", "GiB", (S.MEMORY_CHECK,)),
 )
 STATE_CLASSES = {OPEN: "open", CLOSED: "closed", VERIFYING: "verifying", WAITING: "waiting"}
 

@@ -83,8 +83,8 @@ def verify(c, profile=None, dir=None, drafter_dir=None, revision=None, quick=Fal
             settings.draft_model_path)
         print(f"verifying drafter {drafter_path} ({settings.drafter_repo} at {settings.drafter_revision[:12]})",
               flush=True)
-        pin = drafter.Pin(settings.drafter_repo, settings.drafter_revision, settings.drafter_architecture,
-                          settings.block_size, loaded.profile.sglang.context_length)
+        pin = drafter.Pin.of(settings, loaded.profile.sglang.context_length)
+        assert pin is not None  # DSpark is on
         started = time.monotonic()
         found = drafter.problems(drafter_path, pin, say)
         failed += _show(found)

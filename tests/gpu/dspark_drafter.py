@@ -215,6 +215,14 @@ def load_report(path: Path | str) -> dict:
 
 
 if __name__ == "__main__":
+    import os
     import sys
 
-    print(json.dumps(load_report(sys.argv[1]), sort_keys=True))
+    # `MODE=PATH ...`: one report per case in one process (SGLang reads SGLANG_RAGGED_VERIFY_MODE at each use,
+    # `envs.SGLANG_RAGGED_VERIFY_MODE.get()`), so importing SGLang is paid once.
+    reports = {}
+    for case in sys.argv[1:]:
+        mode, _, path = case.partition("=")
+        os.environ["SGLANG_RAGGED_VERIFY_MODE"] = mode
+        reports[case] = load_report(path)
+    print(json.dumps(reports, sort_keys=True))

@@ -472,7 +472,7 @@ KV_SCALES = (".k_scale", ".v_scale")
 DRAFT_SHARED = ("model.word_embeddings.weight", "lm_head.weight")
 
 
-def prove_load(dest: Path, moe_runner_backend: str = "humming") -> dict[str, Any]:
+def prove_load(dest: Path, moe_runner_backend: str = "humming", runtime: bool = True) -> dict[str, Any]:
     """Build SGLang 0.5.23's BailingMoeV3ForCausalLM and BailingMoeForCausalLMNextN from `dest`'s config.json (its
     quantization config through Fp8Config.from_config and ModelConfig's is_fp4_experts rule), run their own
     load_weights over the files twice, each time after filling every parameter with another byte pattern
@@ -486,7 +486,8 @@ def prove_load(dest: Path, moe_runner_backend: str = "humming") -> dict[str, Any
     from sglang.srt.models.bailing_moe_nextn import BailingMoeForCausalLMNextN
     from sglang.srt.models.bailing_moe_v3 import BailingMoeV3ForCausalLM
 
-    _sglang_cpu_runtime(moe_runner_backend)
+    if runtime:  # once per process: a second gloo world of one is refused
+        _sglang_cpu_runtime(moe_runner_backend)
     raw = json.loads((dest / "config.json").read_text())
     qc = raw.get("quantization_config")
     quant = None
@@ -530,16 +531,21 @@ def _draft(hf, quant, cls):
 
 
 def _main(argv: list[str]) -> int:
-    """`--build DIR VARIANT`, or `--prove-load DIR [BACKEND]`: prints the proof's summary as one JSON line."""
+    """`--build DIR VARIANT`, or `--prove-load DIR [BACKEND]` / `--prove-loads DIR...`: prints each proof's summary
+    as one JSON line."""
     if len(argv) >= 3 and argv[0] == "--build":
         build_tiny_v3(Path(argv[1]), argv[2])
         return 0
-    if len(argv) >= 2 and argv[0] == "--prove-load":
-        result = prove_load(Path(argv[1]), *argv[2:3])
-        summary = {role: {k: v for k, v in r.items() if k != "values"} for role, r in result.items()}
-        print("PROOF " + json.dumps(summary, default=list))
+    if len(argv) >= 2 and argv[0] in ("--prove-load", "--prove-loads"):
+        # --prove-loads DIR...: each checkpoint with the Humming backend, SGLang imported and set up once
+        dirs, backend = (argv[1:], "humming") if argv[0] == "--prove-loads" else (argv[1:2], (argv[2:3] or ["humming"])[0])
+        for i, directory in enumerate(dirs):
+            result = prove_load(Path(directory), backend, runtime=i == 0)
+            summary = {role: {k: v for k, v in r.items() if k != "values"} for role, r in result.items()}
+            print("PROOF " + json.dumps(summary, default=list))
         return 0
-    raise SystemExit("usage: python -m tests.gpu.v3_checkpoints --build DIR VARIANT | --prove-load DIR [BACKEND]")
+    raise SystemExit("usage: python -m tests.gpu.v3_checkpoints --build DIR VARIANT | --prove-load DIR [BACKEND] | "
+                     "--prove-loads DIR...")
 
 
 if __name__ == "__main__":

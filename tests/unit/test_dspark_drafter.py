@@ -1,6 +1,6 @@
 """The tiny DSpark drafter (tests/gpu/dspark_drafter.py) loads in SGLang 0.5.23's own LingDSparkModel on CPU.
 
-Each case runs the drafter's `load_report` in a subprocess (SGLANG_USE_CPU_ENGINE=1, the CPU `sgl_kernel`
+All cases run the drafter's `load_report` in one subprocess (SGLANG_USE_CPU_ENGINE=1, the CPU `sgl_kernel`
 stand-in of tests/real/stand_ins): SGLang's config reader, class and `load_weights`, every parameter written
 by a checkpoint tensor and every tensor consumed; with SGLang's default static ragged verify (no confidence
 head) and with compact (the confidence head built and loaded).
@@ -22,31 +22,38 @@ pytestmark = pytest.mark.sglang
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _report(path: Path, ragged_mode: str) -> dict:
-    env = dict(os.environ)
-    env |= {
-        "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "real" / "stand_ins")]),
-        "SGLANG_USE_CPU_ENGINE": "1",
-        "SGLANG_RAGGED_VERIFY_MODE": ragged_mode,
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.gpu.dspark_drafter", str(path)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+MODES = ("static", "compact")
+VARIANTS = ("agree", "random")
 
 
 @pytest.fixture(scope="module")
 def drafters(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("drafters")
-    return {v: build_dspark_drafter(root / v, v) for v in ("agree", "random")}
+    return {v: build_dspark_drafter(root / v, v) for v in VARIANTS}
 
 
-@pytest.mark.parametrize("ragged_mode", ["static", "compact"])
-@pytest.mark.parametrize("variant", ["agree", "random"])
-def test_sglang_loads_every_tensor(drafters, variant, ragged_mode):
-    report = _report(drafters[variant], ragged_mode)
+@pytest.fixture(scope="module")
+def reports(drafters) -> dict[tuple[str, str], dict]:
+    """Every (variant, ragged mode) case in one subprocess: SGLang is imported once."""
+    cases = {(v, m): f"{m}={drafters[v]}" for v in VARIANTS for m in MODES}
+    env = dict(os.environ)
+    env |= {
+        "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "real" / "stand_ins")]),
+        "SGLANG_USE_CPU_ENGINE": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.gpu.dspark_drafter", *cases.values()],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    printed = json.loads(done.stdout.strip().splitlines()[-1])
+    return {key: printed[case] for key, case in cases.items()}
+
+
+@pytest.mark.parametrize("ragged_mode", MODES)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_sglang_loads_every_tensor(reports, variant, ragged_mode):
+    report = reports[variant, ragged_mode]
     assert report["class"] == "LingDSparkModel"
     assert report["markov_head"] == "VanillaMarkov"
     assert report["confidence_head"] is (ragged_mode != "static")

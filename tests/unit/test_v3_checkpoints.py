@@ -57,21 +57,27 @@ def test_the_bf16_variant_is_the_same_model_without_quantization(tiny):
     assert proof["target"] == proof["tokens"] and proof["draft"] == proof["tokens"]
 
 
-def _prove_load(path: Path) -> dict:
+VARIANT_METHODS = {"agree": "Mxfp4HummingMoEMethod", "bf16": "UnquantizedFusedMoEMethod"}
+
+
+@pytest.fixture(scope="module")
+def proofs(tiny) -> dict[str, dict]:
+    """SGLang's own load of each variant, all in one fresh process (SGLang imported once)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "real" / "stand_ins")]),
            "SGLANG_USE_CPU_ENGINE": "1"}
-    done = subprocess.run([sys.executable, "-m", "tests.gpu.v3_checkpoints", "--prove-load", str(path)], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "tests.gpu.v3_checkpoints", "--prove-loads",
+                           *(str(tiny[v]) for v in VARIANT_METHODS)], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-4000:]
-    line = [ln for ln in done.stdout.splitlines() if ln.startswith("PROOF ")][-1]
-    return json.loads(line[len("PROOF "):])
+    lines = [json.loads(ln[len("PROOF "):]) for ln in done.stdout.splitlines() if ln.startswith("PROOF ")]
+    assert len(lines) == len(VARIANT_METHODS), done.stdout[-2000:]
+    return dict(zip(VARIANT_METHODS, lines, strict=True))
 
 
 @pytest.mark.sglang
-@pytest.mark.parametrize(("variant", "moe_method"), [("agree", "Mxfp4HummingMoEMethod"),
-                                                     ("bf16", "UnquantizedFusedMoEMethod")])
-def test_sglang_fills_every_parameter_of_target_and_draft_from_the_files(tiny, variant, moe_method):
-    proof = _prove_load(tiny[variant])
+@pytest.mark.parametrize(("variant", "moe_method"), list(VARIANT_METHODS.items()))
+def test_sglang_fills_every_parameter_of_target_and_draft_from_the_files(proofs, variant, moe_method):
+    proof = proofs[variant]
     for role, may_stay_unwritten in (("target", ()), ("draft", DRAFT_SHARED)):
         unwritten = {name for name in proof[role]["unwritten"]
                      if not name.endswith(KV_SCALES) and name not in may_stay_unwritten}
