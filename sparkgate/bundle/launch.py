@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparkgate.optimizations import REGISTRY
+from sparkgate.optimizations import REGISTRY, part
 from sparkgate.profile.model import Profile, SGLangArgs
 from sparkgate.sglang import flags as F
 from sparkgate.sglang.parser import ArgvError, ParsedOption, option_table, parse_argv
@@ -74,7 +74,7 @@ def _modelled_fields(profile: Profile) -> dict[str, tuple[object, str]]:
             continue
         fields[F.field_flag(name)] = (getattr(profile.sglang, name), f"sglang.{name}")
     for key, module in REGISTRY.items():
-        for flag, value in module.flags(profile).items():
+        for flag, value in part(module, "flags")(profile).items():
             fields[flag] = (value, f"optimizations.{key}")
     for flag, value in GATE_FLAGS.items():
         fields[flag] = (value, GATE_ORIGIN)
@@ -107,7 +107,7 @@ def plan_launch(profile: Profile) -> LaunchPlan:
 
     env: list[PlannedEnv] = [PlannedEnv(k, v, GATE_ORIGIN) for k, v in GATE_ENV.items()]
     for key, module in REGISTRY.items():
-        env.extend(PlannedEnv(k, v, f"optimizations.{key}") for k, v in module.env(profile).items())
+        env.extend(PlannedEnv(k, v, f"optimizations.{key}") for k, v in part(module, "env")(profile).items())
     env.extend(PlannedEnv(k, v, f"env.{k}") for k, v in profile.env.items())
     env.sort(key=lambda e: (e.name, e.field))
     return LaunchPlan(tuple(tokens), options, tuple(env), argv_error)

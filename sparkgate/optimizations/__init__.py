@@ -2,7 +2,6 @@
 
 Each module exposes:
 - KEY, DOCS (its page under docs/checks/), Settings (its `optimizations.KEY` profile section);
-- launch: flags(profile), env(profile);
 - ownership: OWNED_ENV (variables only it may set) and OWNED_FLAGS (flag -> values, None for any value,
   only it may ask SGLang for), GATE_WOULD_MISS (what the gate could not check if they were set elsewhere);
 - rules(ctx): its conflict rules, RULE_READS (the SGLang options, variables and fixture entries they read);
@@ -11,6 +10,7 @@ Each module exposes:
   facts it reads, "section.key" or "probe.<field>", proven by tests/unit/test_declared_reads.py), checks(ev);
 - CONFIG_KEYS: its /server_info fields recorded with every verdict;
 and, only where it has them (OPTIONAL: what leaving one out means; read them with part()):
+- launch: flags(profile) (SGLang options, spelled in sglang/flags.py), env(profile) (variables);
 - probe_report_problems(report) (its parts of the probe report);
 - after admission: start_rechecks(ctx), rechecks(ctx) (evidence/recheck.py), GAUGES (sentinel metrics);
 - FIGURES: figure -> the checks whose `observed[figure]` carries it (the sentinel's history and status page);
@@ -30,6 +30,8 @@ from sparkgate.optimizations import dspark, fp8_lm_head, humming, mtp
 # What a module that leaves out one of these parts has: nothing of its own there (its checks are re-checked
 # with the common stages, evidence/recheck.py).
 OPTIONAL: dict[str, Any] = {
+    "flags": lambda profile: {},
+    "env": lambda profile: {},
     "probe_report_problems": lambda report: [],
     "start_rechecks": lambda ctx: None,
     "rechecks": lambda ctx: [],

@@ -159,10 +159,6 @@ def flags(profile: Profile) -> dict[str, object]:
     }
 
 
-def env(profile: Profile) -> dict[str, str]:
-    return {}
-
-
 # --- rules ---------------------------------------------------------------------------------------
 
 

@@ -57,10 +57,6 @@ class Settings(Frozen):
     enabled: StrictBool = False
 
 
-def flags(profile: Profile) -> dict[str, object]:
-    return {}
-
-
 def env(profile: Profile) -> dict[str, str]:
     return {ENV: "1"} if profile.optimizations.fp8_lm_head.enabled else {}
 

@@ -98,10 +98,6 @@ def flags(profile: Profile) -> dict[str, object]:
     }
 
 
-def env(profile: Profile) -> dict[str, str]:
-    return {}
-
-
 # The least accept length a profile may ask the gate for (docs/gate.md "Floors"): a healthy NEXTN draft accepts
 # about 2.7 on the calibration prompts, a broken one 1.00.
 MIN_ACCEPT_LENGTH_FLOOR = 2.0

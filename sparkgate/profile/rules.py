@@ -6,7 +6,7 @@ from __future__ import annotations
 from sparkgate.bench.published import PUBLISHED
 from sparkgate.bundle.launch import GATE_ENV, GATE_ORIGIN, modelled_flags
 from sparkgate.evidence import host_memory, stall
-from sparkgate.optimizations import REGISTRY
+from sparkgate.optimizations import REGISTRY, part
 from sparkgate.profile.context import RuleContext
 from sparkgate.profile.model import SGLangArgs
 from sparkgate.profile.problems import Problem
@@ -201,7 +201,7 @@ def _owned_field_problems(ctx: RuleContext) -> list[Problem]:
     would silently win (and the user would believe their own setting ran)."""
     problems = []
     for key, module in REGISTRY.items():
-        for flag, value in module.flags(ctx.profile).items():
+        for flag, value in part(module, "flags")(ctx.profile).items():
             field = flag[2:].replace("-", "_")
             if field not in SGLangArgs.model_fields:
                 continue

@@ -5,19 +5,23 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from invoke import Collection, Exit
 
-from sparkgate import commands, suites
-from sparkgate.deploy import deploy as deploy_mod
-from sparkgate.deploy import docker_cli
-from sparkgate.evidence.client import fetch_json
 from sparkgate.paths import build_dir
-from sparkgate.profile import loading as profiles
 from sparkgate.tasks.common import STACK_HELP, require, sparkgate_task
+
+if TYPE_CHECKING:
+    from sparkgate.deploy import docker_cli
+
+# The modules each task needs are imported in the task: `invoke --list`, `--help` and a refused argument stay quick.
 
 
 def _project(profile: str | None, project: str | None, out: str | None, task: str = "status") -> docker_cli.Project:
+    from sparkgate.deploy import docker_cli
+    from sparkgate.profile import loading as profiles
+
     require(profile, "profile", f"invoke {task} --profile all-three")
     name = profiles.load(profile).profile.name
     bundle = Path(out) if out else build_dir() / name
@@ -63,6 +67,8 @@ def deploy(c, profile=None, target="spark", port=None, bind=None, api_key_file=N
            sim_faults="", sim_admin=False, sim_time_scale=None, sim_startup=None, period=None, budget=None,
            monitoring=False, monitoring_port=None, scrape_interval=None, dry_run=False):
     """Preflight, render, up, wait, prove, admit. Exit 0 only when the gateway admits traffic."""
+    from sparkgate.deploy import deploy as deploy_mod
+
     require(profile, "profile", "invoke deploy --profile all-three --target sim")
     settings = c.config.sparkgate  # defaults (sparkgate.defaults), overridable through invoke's configuration
     port = port or settings.gateway_port
@@ -96,6 +102,10 @@ def deploy(c, profile=None, target="spark", port=None, bind=None, api_key_file=N
 @sparkgate_task("status", help={**STACK_HELP, "api_key_file": "gateway API key file (when the gateway requires one)"})
 def status(c, profile=None, target=None, port=None, project=None, out=None, api_key_file=None):
     """Services, gate state and the last verdict of a deployed stack."""
+    from sparkgate.deploy import deploy as deploy_mod
+    from sparkgate.evidence.client import fetch_json
+    from sparkgate.profile import loading as profiles
+
     stack = _project(profile, project, out, "status")
     for service in ("engine", "sentinel", "gateway", "prometheus"):
         state = stack.state(service) or {}
@@ -125,6 +135,9 @@ def logs(c, profile=None, service="engine", tail=200, target=None, port=None, pr
                                "api_key_file": "gateway API key file"})
 def smoke(c, profile=None, url=None, api_key_file=None, target=None, port=None, project=None, out=None):
     """Run the smoke suite against the gateway (or any base URL)."""
+    from sparkgate.deploy import deploy as deploy_mod
+    from sparkgate.profile import loading as profiles
+
     stack = _project(profile, project, out, "smoke")
     loaded = profiles.load(profile)
     url = url or _gateway_url(c, stack, port)
@@ -137,6 +150,8 @@ def smoke(c, profile=None, url=None, api_key_file=None, target=None, port=None, 
 @sparkgate_task("infra", help=STACK_HELP)
 def infra(c, profile=None, target=None, port=None, project=None, out=None):
     """Run the testinfra suite from the host (docker:// backend) against a deployed stack."""
+    from sparkgate import suites
+
     stack = _project(profile, project, out, "infra")
     record = _record(stack)
     env = {"SPARKGATE_BUNDLE": str(stack.compose_file.parent), "SPARKGATE_PROJECT": stack.name}
@@ -154,6 +169,8 @@ def infra(c, profile=None, target=None, port=None, project=None, out=None):
                               "dry_run": "show the command only"})
 def down(c, profile=None, target=None, port=None, project=None, out=None, volumes=False, dry_run=False):
     """Stop and remove a deployed stack (kernel caches on the host are kept)."""
+    from sparkgate.deploy import deploy as deploy_mod
+
     stack = _project(profile, project, out, "down")
     if dry_run:
         print(f"docker compose -p {stack.name} -f {stack.compose_file} down --remove-orphans" + (" --volumes" if volumes else ""))
@@ -170,6 +187,8 @@ def verify(c, engine_url=None, profile=None, expectations=None, log_file=None, c
            target="spark", time_scale=None, api_key_file=None, admin_key_file=None, no_calibrate=False, replay=None):
     """Prove from runtime evidence that the profile's optimizations engaged (exit 1 if not); or, with --replay,
     judge a capture again offline."""
+    from sparkgate import commands
+
     if replay:
         commands.replay_capture(replay, json_out=json_out, engine_url=engine_url, profile=profile,
                                 expectations=expectations, log_file=log_file, container=container,
@@ -193,6 +212,7 @@ def verify(c, engine_url=None, profile=None, expectations=None, log_file=None, c
 def capture(c, profile=None, project=None, bundle=None, out=None, refused=False, api_key_file=None):
     """Write one file holding everything the last full verification read (docs/field-reports.md)."""
     from sparkgate.deploy import field_capture
+    from sparkgate.profile import loading as profiles
 
     stack = _project(profile, project, bundle, "capture")
     field_capture.collect(stack, profiles.load(profile).profile.name, Path(out) if out else None, refused=refused,

@@ -71,8 +71,9 @@ def _rendering(fmt: str) -> str | None:
     return None
 
 
-def _judge(captured: list, mutate: str, inject: str | None) -> dict:
-    """In a child: change `mutate` (a fact, or BASELINE), import the checks, re-judge every capture."""
+def _judge(captured: list, mutate: str, injects: list[str | None]) -> list[dict]:
+    """In a child: change `mutate` (a fact, or BASELINE), import the checks, re-judge every capture once per entry of
+    `injects` (None: as recorded; a line: appended to each capture's log)."""
     if mutate != BASELINE and not mutate.startswith("probe."):
         section, key = mutate.split(".", 1)
         changed = copy.deepcopy(conformance.fixture())
@@ -83,8 +84,8 @@ def _judge(captured: list, mutate: str, inject: str | None) -> dict:
     from sparkgate.evidence.recording import ReplayMismatch
     from sparkgate.profile import loading
 
-    out: dict = {}
     profiles: dict = {}
+    recordings = []
     for name, one in captured:
         recording = one.recording
         try:
@@ -98,17 +99,23 @@ def _judge(captured: list, mutate: str, inject: str | None) -> dict:
         if mutate.startswith("probe."):
             recording = recording.model_copy(update={"exchanges": [_without_field(e, mutate[6:])
                                                                    for e in recording.exchanges]})
-        if inject is not None:
-            recording = recording.model_copy(update={"log_text": (recording.log_text or "")
-                                                     + f"\n[2025-01-01 00:00:00] {inject}\n"})
-        try:
-            verdict = capture.rejudge(one.model_copy(update={"recording": recording})).as_dict()
-        except ReplayMismatch:
-            out[name] = None
-            continue
-        out[name] = {c["name"]: json.dumps([c["passed"], c["observed"], c["expected"]], sort_keys=True, default=str)
-                     for c in verdict["checks"]}
-    return out
+        recordings.append((name, one, recording))
+    results = []
+    for inject in injects:
+        out: dict = {}
+        for name, one, recording in recordings:
+            if inject is not None:
+                recording = recording.model_copy(update={"log_text": (recording.log_text or "")
+                                                         + f"\n[2025-01-01 00:00:00] {inject}\n"})
+            try:
+                verdict = capture.rejudge(one.model_copy(update={"recording": recording})).as_dict()
+            except ReplayMismatch:
+                out[name] = None
+                continue
+            out[name] = {c["name"]: json.dumps([c["passed"], c["observed"], c["expected"]], sort_keys=True, default=str)
+                         for c in verdict["checks"]}
+        results.append(out)
+    return results
 
 
 def _without_field(exchange, field: str):
@@ -122,13 +129,13 @@ def _without_field(exchange, field: str):
     return exchange.model_copy(update={"text": json.dumps(info)})
 
 
-def _in_child(captured: list, mutate: str, inject: str | None) -> dict:
+def _in_child(captured: list, mutate: str, injects: list[str | None]) -> list[dict]:
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         os.close(read)
         try:
-            data = json.dumps(_judge(captured, mutate, inject)).encode()
+            data = json.dumps(_judge(captured, mutate, injects)).encode()
         except BaseException as exc:  # noqa: BLE001 - any failure goes back to the parent as data
             data = json.dumps({"__error__": f"{type(exc).__name__}: {exc}"}).encode()
         with os.fdopen(write, "wb") as pipe:
@@ -139,7 +146,7 @@ def _in_child(captured: list, mutate: str, inject: str | None) -> dict:
         data = pipe.read()
     os.waitpid(pid, 0)
     result = json.loads(data)
-    if "__error__" in result:
+    if isinstance(result, dict) and "__error__" in result:
         raise RuntimeError(f"{mutate}: {result['__error__']}")
     return result
 
@@ -160,17 +167,20 @@ def worker(facts: list[str]) -> dict:
     from sparkgate.evidence import capture  # reads no fixture at import
 
     captured = [(p.name, capture.read(p)) for p in sorted(CAPTURES.glob("*.capture.tar.gz"))]
-    base = _in_child(captured, BASELINE, None)
+    # A log format is also judged with one rendering of it in each log: a check that counts an absent line reads it
+    # too. Always, not only when the change moved nothing: one check may match the line while another counts its absence.
+    lines = {fact: _rendering(conformance.log_format(fact.partition(".")[2])) for fact in facts
+             if fact.startswith("log_formats.")}
+    lines = {fact: line for fact, line in lines.items() if line is not None}
+    base, *injected = _in_child(captured, BASELINE, [None, *lines.values()])  # the unchanged checks, in one child
+    injected_base = dict(zip(lines, injected, strict=True))
     result: dict = {"__exercised__": sorted({c for checks in base.values() if checks for c in checks})}
     for fact in facts:
-        moved, mismatch = _moved(base, _in_child(captured, fact, None))
-        section, _, key = fact.partition(".")
-        # Always, not only when the change moved nothing: one check may match the line while another counts its absence.
-        line = _rendering(conformance.log_format(key)) if section == "log_formats" else None
-        if line is not None:  # a check that counts an absent line reads the format too
-            injected = _in_child(captured, BASELINE, line)
-            more, _ = _moved(injected, _in_child(captured, fact, line))
-            moved |= more
+        line = lines.get(fact)
+        plain, *with_line = _in_child(captured, fact, [None] if line is None else [None, line])
+        moved, mismatch = _moved(base, plain)
+        if with_line:
+            moved |= _moved(injected_base[fact], with_line[0])[0]
         result[fact] = {"moved": sorted(moved), "mismatch": mismatch}
     return result
 
@@ -216,8 +226,8 @@ def _facts_of(section: str) -> list[str]:
     return [f"{section}.{key}" for key in conformance.fixture()[section]]
 
 
-# A section in parts of at most this many facts, so that xdist spreads the long ones (log formats: two children each).
-PART = 12
+# A section in parts of at most this many facts, so that xdist spreads the long ones.
+PART = 24
 
 
 @pytest.mark.parametrize("section,part", [(section, part) for section in (*conformance.SECTIONS, "probe")
