@@ -14,6 +14,7 @@ and of what each file held, so a file without one is refused: SGLang reads the d
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -123,36 +124,65 @@ def _config_problems(root: Path, shown_dir: Path, present: set[str], pin: Pin, f
         found.append(f"{where}: block_size {shown(block)}, expected {pin.block_size} "
                      "(optimizations.dspark.block_size; SGLang only warns and runs the mismatched block). "
                      f"{fix}, or set block_size to the drafter's")
-    context = _context_length(config)
+    try:
+        context = _context_length(config)
+    except ValueError as exc:
+        found.append(f"{where}: {exc}, so the drafter's context cannot be read (SGLang would read it there). {fix}")
+        context = None
     if pin.context_length is not None and context is not None and context < pin.context_length:
         found.append(f"{where}: the drafter's context is {context} tokens, expected at least sglang.context_length "
-                     f"{pin.context_length}: SGLang refuses to start (\"Target model's context_length ... is greater "
-                     "than the derived context_length\", configs/model_config.py _derive_context_length). Fix: a "
-                     f"drafter revision made for this context, or set sglang.context_length to {context}")
+                     f"{pin.context_length}: the engine would draft past the positions the drafter knows (SGLang "
+                     "refuses to start it, \"Target model's context_length ... is greater than the derived "
+                     "context_length\", configs/model_config.py _derive_context_length, unless "
+                     "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, which the profiles set, stretches it; sparkgate "
+                     "refuses it either way). Fix: a drafter revision made for this context, or set "
+                     f"sglang.context_length to {context}")
     return found
 
 
-# sglang/srt/utils/hf_transformers/common.py CONTEXT_LENGTH_KEYS and get_context_length: the first key present,
-# times the rope scaling factor (1 for llama3 rope or one that records original_max_position_embeddings).
+# What SGLang derives (sglang/srt/utils/hf_transformers/common.py): get_hf_text_config's sub-config when there is one
+# (this priority), then get_context_length: the first of CONTEXT_LENGTH_KEYS present, times the rope scaling factor,
+# which is 1 when the scaling records original_max_position_embeddings or is llama3. transformers 5 records that
+# key itself for llama3, yarn and longrope (modeling_rope_utils.py standardize_rope_params), and reads rope_scaling
+# and rope_parameters as one.
+SUB_CONFIGS = ("thinker_config", "llm_config", "language_config", "text_config")
 CONTEXT_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
+UNSCALED_ROPE_TYPES = ("llama3", "yarn", "longrope")
+
+
+def _positive(value: object, name: str) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
+        return value
+    raise ValueError(f"{name} is {shown(value)}, not a positive number")
 
 
 def _context_length(config: dict) -> int | None:
-    """The context SGLang derives from the drafter's config, or None when a key it would read is not a plain
-    positive number (then the model class's own default decides, which a file cannot show)."""
-    scaling = config.get("rope_scaling")
-    factor: object = 1
-    if isinstance(scaling, dict) and scaling:
-        factor = scaling.get("factor", 1)
-        if "original_max_position_embeddings" in scaling or scaling.get("rope_type") == "llama3":
-            factor = 1
-    elif scaling is not None and not isinstance(scaling, dict):
+    """The context SGLang derives from the drafter's config; None when no key it reads is there (then the model
+    class's own default decides, which a file cannot show). ValueError when one is there but is no positive number:
+    refused, not guessed."""
+    text, where = config, ""
+    for name in SUB_CONFIGS:
+        sub = config.get(name)
+        if name == "thinker_config" and isinstance(sub, dict) and sub.get("text_config") is not None:
+            sub, name = sub["text_config"], "thinker_config.text_config"
+        if sub is not None:
+            if not isinstance(sub, dict):
+                raise ValueError(f"{name} is {shown(sub)}, not an object")
+            text, where = sub, f"{name}."
+            break
+    key = next((k for k in CONTEXT_LENGTH_KEYS if text.get(k) is not None), None)
+    if key is None:
         return None
-    value = next((config[key] for key in CONTEXT_LENGTH_KEYS if config.get(key) is not None), None)
-    numbers = (value, factor)
-    if value is None or not all(isinstance(n, int | float) and not isinstance(n, bool) and 0 < n < 1e12
-                                for n in numbers):
-        return None
+    value = _positive(text[key], where + key)
+    scaling = text.get("rope_parameters") if text.get("rope_parameters") is not None else text.get("rope_scaling")
+    factor: float = 1
+    if isinstance(scaling, dict):
+        kind = scaling.get("rope_type", scaling.get("type"))
+        if scaling.get("factor") is not None and "original_max_position_embeddings" not in scaling \
+                and kind not in UNSCALED_ROPE_TYPES:
+            factor = _positive(scaling["factor"], where + "rope_scaling.factor")
+    elif scaling:
+        raise ValueError(f"{where}rope_scaling is {shown(scaling)}, not an object")
     return int(factor * value)
 
 

@@ -25,7 +25,7 @@ Path_ = tuple[str, ...]
 MAX_PROFILE_BYTES = 64 * 1024  # the largest shipped profile is under 2 KiB
 
 
-class _ProfileLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml when built with it: 10x faster
+class _ProfileLoader(yaml.SafeLoader):  # not libyaml's: its composer recurses in C, and deep nesting crashes it
     """PyYAML's safe loader, reading exponent numbers as YAML 1.2 does: PyYAML (YAML 1.1) reads `1e9` as the
     string "1e9", which the profile's numeric fields (strict: a number or nothing) would refuse as "not a number"."""
 
@@ -167,6 +167,7 @@ def _read(path: Path) -> dict[str, Any]:
                      "point at the profile's YAML file") from None
     text = _decode(shown, raw)
     _refuse_raw_control_characters(shown, text)
+    _refuse_deep_or_aliased(shown, text)
     try:
         _refuse_duplicate_keys(shown, yaml.compose(text, Loader=_ProfileLoader))
         data = yaml.load(text, Loader=_ProfileLoader)  # noqa: S506 - a SafeLoader subclass
@@ -177,6 +178,31 @@ def _read(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise single(shown, "(file)", "a profile must be a YAML mapping", "start with `name:` and `description:`")
     return data
+
+
+MAX_NESTING = 16  # the deepest profile field is 4 levels down
+
+
+def _refuse_deep_or_aliased(shown: str, text: str) -> None:
+    """Before anything composes the document (recursively): refuse nesting no profile has, and YAML anchors and
+    aliases (a profile takes values written out; an alias can also expand exponentially or refer to itself). Read
+    from the parser's event stream, which does not recurse; a syntax error is left to the composer to name."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_ProfileLoader):
+            line = f"line {event.start_mark.line + 1}"
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+                raise single(shown, line, "uses a YAML anchor or alias (& or *), which a profile does not take",
+                             "write the value out; to reuse a profile, name it in `extends:`")
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_NESTING:
+                    raise single(shown, line, f"nests deeper than {MAX_NESTING} levels, which no profile field does",
+                                 "remove the extra nesting")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        return
 
 
 def _linearize(path: Path, chain: tuple[Path, ...], order: list[tuple[Path, dict]]) -> list[str]:

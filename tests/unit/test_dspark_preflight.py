@@ -110,11 +110,17 @@ PIN_256K = drafter.Pin(REPO, REVISION, "LingDSparkModel", 8, context_length=2621
 
 @pytest.mark.parametrize(("config", "derived"), [
     ({**LING, "max_position_embeddings": 40960}, 40960),
-    ({**LING, "max_position_embeddings": 32768, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, 131072),
-    ({**LING, "max_position_embeddings": 262144, "seq_length": 4096}, 4096),  # SGLang reads seq_length first
+    # transformers 5 records original_max_position_embeddings for yarn, longrope and llama3: no factor
+    ({**LING, "max_position_embeddings": 65536, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, 65536),
+    ({**LING, "max_position_embeddings": 32768, "rope_scaling": {"type": "longrope", "factor": 8.0}}, 32768),
     ({**LING, "max_position_embeddings": 32768, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, 32768),
+    ({**LING, "max_position_embeddings": 32768, "rope_parameters": {"rope_type": "linear", "factor": 4.0}}, 131072),
+    ({**LING, "max_position_embeddings": 262144, "seq_length": 4096}, 4096),  # SGLang reads seq_length first
+    # get_hf_text_config: a text sub-config is where SGLang reads, whatever the top level says
+    ({**LING, "max_position_embeddings": 262144, "text_config": {"max_position_embeddings": 4096}}, 4096),
+    ({**LING, "max_position_embeddings": 262144, "language_config": {"seq_length": 8192}}, 8192),
 ])
-def test_a_drafter_whose_context_is_shorter_than_the_engines_is_refused_as_sglang_would(tmp_path, config, derived):
+def test_a_drafter_whose_context_is_shorter_than_the_engines_is_refused_as_sglang_derives_it(tmp_path, config, derived):
     """The GPU lane's DSpark start died on this: the draft's ModelConfig takes the target's context length and raises
     when the drafter derives a shorter one (sglang/srt/configs/model_config.py _derive_context_length)."""
     [fault] = drafter.problems(download(tmp_path / "d", config=config), PIN_256K)
@@ -125,24 +131,43 @@ def test_a_drafter_whose_context_is_shorter_than_the_engines_is_refused_as_sglan
 
 @pytest.mark.parametrize("config", [
     {**LING, "max_position_embeddings": 262144},
-    {**LING, "max_position_embeddings": 65536, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}},
+    {**LING, "max_position_embeddings": 65536, "rope_scaling": {"rope_type": "linear", "factor": 4.0}},
+    {**LING, "max_position_embeddings": 65536, "rope_scaling": {"rope_type": "dynamic", "factor": 4}},
     LING,  # no key: the model class's default decides, which the file cannot show
-    {**LING, "max_position_embeddings": "262144"}, {**LING, "max_position_embeddings": True},
-    {**LING, "max_position_embeddings": 4096, "rope_scaling": "yarn"},
+    {**LING, "text_config": {"max_position_embeddings": 262144}, "max_position_embeddings": 4096},
 ])
-def test_a_drafter_context_long_enough_or_not_shown_plainly_is_not_refused_for_it(tmp_path, config):
+def test_a_drafter_context_long_enough_or_not_in_the_file_is_not_refused_for_it(tmp_path, config):
     assert drafter.problems(download(tmp_path / "d", config=config), PIN_256K) == []
+
+
+@pytest.mark.parametrize(("config", "named"), [
+    ({**LING, "max_position_embeddings": "262144"}, "max_position_embeddings is '262144'"),
+    ({**LING, "max_position_embeddings": True}, "max_position_embeddings is True"),
+    ({**LING, "seq_length": 0, "max_position_embeddings": 262144}, "seq_length is 0"),
+    ({**LING, "max_position_embeddings": 4096, "rope_scaling": "yarn"}, "rope_scaling is 'yarn'"),
+    ({**LING, "max_position_embeddings": 65536, "rope_scaling": {"rope_type": "linear", "factor": float("nan")}},
+     "rope_scaling.factor is nan"),
+    ({**LING, "text_config": [262144]}, "text_config is [262144]"),
+])
+def test_a_context_that_is_there_but_no_positive_number_is_refused_not_guessed(tmp_path, config, named):
+    [fault] = drafter.problems(download(tmp_path / "d", config=config), PIN_256K)
+    assert named in fault and "so the drafter's context cannot be read" in fault
 
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
                     max_leaves=8)
-KEYS = st.sampled_from([*drafter.CONTEXT_LENGTH_KEYS, "rope_scaling", "factor", "rope_type"])
+KEYS = st.sampled_from([*drafter.CONTEXT_LENGTH_KEYS, *drafter.SUB_CONFIGS, "rope_scaling", "rope_parameters",
+                        "factor", "rope_type", "type", "original_max_position_embeddings"])
 
 
 @given(st.dictionaries(KEYS | st.text(max_size=8), JSON | st.dictionaries(KEYS, JSON, max_size=3), max_size=6))
-def test_any_config_gives_a_context_or_none_and_never_raises(config):
-    context = drafter._context_length(config)
+def test_any_config_gives_a_context_none_or_one_refusal_and_nothing_else(config):
+    try:
+        context = drafter._context_length(config)
+    except ValueError as exc:
+        assert len(str(exc)) < 1000 and "\n" not in str(exc)
+        return
     assert context is None or (isinstance(context, int) and context >= 0)
 
 

@@ -73,6 +73,16 @@ def test_an_oversized_file_is_refused_before_it_is_parsed(tmp_path):
     assert "more than a profile needs" in message
 
 
+@pytest.mark.parametrize(("body", "complaint"), [
+    ("env: &e {SGLANG_X: a}\n", "uses a YAML anchor or alias"),
+    ("description: &d x\nname: *d\n", "uses a YAML anchor or alias"),
+    ("env: &a [*a]\n", "uses a YAML anchor or alias"),  # refers to itself: composing it would recurse
+    ("x: " + "[" * 20000 + "]" * 20000 + "\n", "nests deeper than 16 levels"),  # libyaml's composer crashed on it
+])
+def test_anchors_aliases_and_deep_nesting_are_refused_before_the_document_is_composed(tmp_path, body, complaint):
+    assert complaint in refusal(write(tmp_path, HEAD + body))
+
+
 @pytest.mark.parametrize("body, field, bound", [
     ("gate:\n  calibration:\n    max_new_tokens: 1000000000\n", "gate.calibration.max_new_tokens", "2048"),
     ("gate:\n  calibration:\n    prompts: 1000\n", "gate.calibration.prompts", "16"),

@@ -211,7 +211,9 @@ def test_requests_queue_at_batch_one(start_profile):
     second = sim.post("/generate", {"text": f"{PROMPT} 1", "sampling_params": {"max_new_tokens": 30}}).json()
     long_one.join()
     waited, own = second["meta_info"]["queue_time"], 0.2 + 29 / 37.81
-    assert 0 < waited < first["meta_info"]["e2e_latency"]  # it waited for the first, and only for the first
+    # It waited for the first, and only for the first: most of its ~16 s (a quarter leaves a loaded host ~2.4 wall s
+    # between the first starting and the second arriving).
+    assert 0.25 * first["meta_info"]["e2e_latency"] < waited < first["meta_info"]["e2e_latency"]
     assert second["meta_info"]["e2e_latency"] > waited + 0.9 * own  # queue time counts
 
 
