@@ -2,7 +2,7 @@
 
 from invoke import Collection
 
-from devtasks import lanes
+from devtasks import fleet_lab, lanes
 from sparkgate import defaults
 from sparkgate.tasks import bench, bundle, fleet, images, model, sglang, stack
 
@@ -15,6 +15,7 @@ for collection in (bench.ns, bundle.ns, stack.ns):
 ns.add_collection(lanes.ns)  # invoke test, test.gpu-pack, test.gpu (developer tasks: devtasks/)
 ns.add_collection(images.ns)
 ns.add_collection(sglang.ns)
+fleet.ns.add_task(fleet_lab.lab, name="lab")  # invoke fleet.lab: the one-machine lab (a developer task)
 ns.add_collection(fleet.ns)
 ns.add_collection(fleet.bundle_ns)  # invoke bundle.export
 ns.add_collection(model.ns)  # invoke model.pull|verify

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from sparkgate.evidence import activity as activity_mod
 from sparkgate.evidence import answer_set as answer_set_mod
@@ -182,6 +182,12 @@ class Reply:
         """The reply ran into max_tokens instead of ending: a runaway reply, or thinking not disabled."""
         return self.finish_reason == "length"
 
+    def as_dict(self) -> dict:
+        """dataclasses.asdict's result, without its recursive deep copy of every token (most of a replay's time)."""
+        data = dict(vars(self))
+        data["tokens"] = None if self.tokens is None else [list(token) for token in self.tokens]
+        return data
+
     def shown(self) -> dict:
         thought = judge_mod.reasoning(self.text or "")
         received = self.error if self.error else _clip(thought.answer or "")
@@ -217,8 +223,8 @@ class AnswersResult:
     def as_dict(self) -> dict:
         return {"set_version": self.set_version, "elapsed_s": round(self.elapsed_s, 3),
                 "right": sum(r.correct for r in self.replies), "of": len(self.replies),
-                "cold": asdict(self.cold), "replies": [asdict(r) for r in self.replies],
-                "warm": asdict(self.warm) if self.warm else None,
+                "cold": self.cold.as_dict(), "replies": [r.as_dict() for r in self.replies],
+                "warm": self.warm.as_dict() if self.warm else None,
                 # What a baseline record keeps of this verdict (floor.json), by question id: the exact replies
                 # to the questions answered right, and how each reply was read.
                 "read_as": {r.id: r.extracted for r in self.every_reply()},

@@ -1,4 +1,4 @@
-"""Fleet fixtures: a 3-host lab (sparkgate.fleet.lab) shared by the fleet tests, removed at the end of the
+"""Fleet fixtures: a 3-host lab (devtasks/fleet_lab.py) shared by the fleet tests, removed at the end of the
 session with every stack its hosts started (SPARKGATE_KEEP_FAILED=1 keeps it after a failure)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkgate.fleet import lab as lab_mod
+from devtasks import fleet_lab as lab_mod
 from sparkgate.paths import repo_root
 
 ANSIBLE_CFG = repo_root() / "ansible" / "ansible.cfg"

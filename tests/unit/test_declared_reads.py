@@ -58,6 +58,11 @@ UNEXERCISED: dict[str, str] = {
 }
 
 
+# What the real lane's captures expect of the tiny model instead of the profile's (tests/real/gate.py and the identity
+# its verdicts pass): kept from the recording, so that a rebuilt real capture still replays.
+LANE_IDENTITY = ("model_path", "served_model_name", "sglang_version", "architecture")
+
+
 # --- the worker: runs in a fresh interpreter that has imported nothing of the checks yet ----------------------------
 
 
@@ -93,6 +98,12 @@ def _judge(captured: list, mutate: str, injects: list[str | None]) -> list[dict]
                 profiles[one.manifest.profile] = loading.load(one.manifest.profile)
             rebuilt = expectations.build(profiles[one.manifest.profile], recording.expectations["target"],
                                          recording.expectations["time_scale"])
+            if one.manifest.written_by == "lane":  # a tiny real checkpoint: its identity, as tests/real/gate.py sets it
+                recorded = recording.expectations
+                rebuilt["engine"].update({k: recorded["engine"][k] for k in LANE_IDENTITY if k in recorded["engine"]})
+                drafter = (recorded["optimizations"].get("dspark") or {}).get("draft_model_path")
+                if drafter is not None:
+                    rebuilt["optimizations"]["dspark"]["draft_model_path"] = drafter
             recording = recording.model_copy(update={"expectations": rebuilt})
         except Exception:  # a profile this checkout no longer ships (or refuses): its recorded expectations stand
             pass

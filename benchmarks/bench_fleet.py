@@ -2,7 +2,7 @@
 test: it starts its own lab per host count (name `bench`), rolls `baseline` out fresh (first deploy on
 every host) once per serial setting, prints one line per run and removes the lab.
 
-    python -m sparkgate.fleet.bench --hosts 1,3,5 --serial '[1, "50%"]' --serial '[1, "100%"]' --serial 1
+    python benchmarks/bench_fleet.py --hosts 1,3,5 --serial '[1, "50%"]' --serial '[1, "100%"]' --serial 1
 
 The lab's simulator runs 10x faster than a Spark (time scale 0.1, 20 s simulated startup), so the
 numbers are the rollout's own overhead plus a short engine start: on Sparks, add ~8 minutes of engine
@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from sparkgate.fleet import lab, rollout
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's devtasks/
+
+from devtasks import fleet_lab as lab  # noqa: E402
+from sparkgate.fleet import rollout  # noqa: E402
 
 
 def run_once(hosts: int, serial: list | int, directory: Path) -> dict:
@@ -38,7 +42,7 @@ def run_once(hosts: int, serial: list | int, directory: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sparkgate.fleet.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python benchmarks/bench_fleet.py", description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", default="3", help="comma-separated host counts (default 3)")
     parser.add_argument("--serial", action="append", default=None,
                         help="Ansible serial as JSON (repeatable; default the playbook's [1, \"50%%\"])")

@@ -25,6 +25,7 @@ from sparkgate import atomic
 from sparkgate.deploy import docker_cli
 from sparkgate.errors import Refusal
 from sparkgate.paths import build_dir, repo_root
+from sparkgate.tasks.common import require, sparkgate_task
 
 HOST_IMAGE = "sparkgate/fleet-host:bookworm"
 LAB_LABEL = "io.sparkgate.fleet-lab"
@@ -210,3 +211,22 @@ def down(lab_dir: Path | None = None, name: str | None = None, say=print) -> Non
     shutil.rmtree(lab_dir / "hosts", ignore_errors=True)
     for stale in ("inventory.yaml", "lab.json", "known_hosts"):
         (lab_dir / stale).unlink(missing_ok=True)
+
+
+@sparkgate_task("fleet.lab", help={
+    "hosts": "how many lab hosts to start (host1..hostN)",
+    "down": "remove the lab: its hosts, their stacks and state",
+    "directory": "lab directory (default build/fleet-lab)",
+    "name": "lab name: containers sparkgate-<name>-<host>-ssh, projects sparkgate-<name>-<host> (default lab)",
+})
+def lab(c, hosts=0, down=False, directory=None, name="lab"):
+    """Start N local test hosts reachable by Ansible over SSH on 127.0.0.1, and write their inventory.
+
+    Each host runs its simulator stack on its own gateway port. Per-host variables (e.g.
+    `sparkgate_sim_faults: [draft-lm-head-unshared]`) go in <dir>/host_vars/<host>.yaml.
+    """
+    directory = Path(directory) if directory else None
+    if down:
+        down(directory, name=name if name != "lab" else None)
+        return
+    up(int(require(int(hosts) or None, "hosts", "invoke fleet.lab --hosts 3")), directory, name=name)
