@@ -213,6 +213,9 @@ def down(lab_dir: Path | None = None, name: str | None = None, say=print) -> Non
         (lab_dir / stale).unlink(missing_ok=True)
 
 
+_remove = down  # the task's --down flag shadows down()
+
+
 @sparkgate_task("fleet.lab", help={
     "hosts": "how many lab hosts to start (host1..hostN)",
     "down": "remove the lab: its hosts, their stacks and state",
@@ -227,6 +230,6 @@ def lab(c, hosts=0, down=False, directory=None, name="lab"):
     """
     directory = Path(directory) if directory else None
     if down:
-        down(directory, name=name if name != "lab" else None)
+        _remove(directory, name=name if name != "lab" else None)
         return
     up(int(require(int(hosts) or None, "hosts", "invoke fleet.lab --hosts 3")), directory, name=name)

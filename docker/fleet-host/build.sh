@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the fleet lab's host image without a registry: mmdebstrap writes a minimal Debian bookworm rootfs
 # with an SSH server and Python (what Ansible needs on a managed host) and `docker import` turns it into
-# an image. Used by `invoke fleet.lab` (sparkgate/fleet/lab.py) when the image is missing.
+# an image. Used by `invoke fleet.lab` (devtasks/fleet_lab.py) when the image is missing.
 #
 #   docker/fleet-host/build.sh [TAG]        TAG defaults to sparkgate/fleet-host:bookworm
 #

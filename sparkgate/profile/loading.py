@@ -109,7 +109,7 @@ def _refuse_raw_control_characters(shown: str, text: str) -> None:
     line = text.count("\n", 0, at) + 1
     try:
         field_name = _field_at(yaml.compose(text), at)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         field_name = ""
     found = ", ".join(dict.fromkeys(control_characters(text.replace("\t", "").replace("\n", "").replace("\r", ""))))
     raise single(shown, field_name or f"line {line}", (f"line {line} " if field_name else "") + "contains control or "
@@ -137,6 +137,9 @@ def _decode(shown: str, raw: bytes) -> str:
                      "save the file as UTF-8") from None
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 def _refuse_duplicate_keys(shown: str, node: yaml.Node | None, path: str = "") -> None:
     """A key written twice in one mapping: YAML keeps the last silently, so a file could read as FP8-on and
     load as FP8-off. Refused with both lines."""
@@ -145,6 +148,9 @@ def _refuse_duplicate_keys(shown: str, node: yaml.Node | None, path: str = "") -
         for key, value in node.value:
             name = str(key.value)
             dotted = f"{path}.{name}" if path else name
+            if key.tag == MERGE_TAG:  # `<<` would fold another mapping in, under the keys written beside it
+                raise single(shown, dotted, f"line {key.start_mark.line + 1}: uses a YAML merge key (<<), which a "
+                             "profile does not take", "write the keys out; to reuse a profile, name it in `extends:`")
             if name in first_line:
                 raise single(shown, dotted, f"line {key.start_mark.line + 1}: key {name!r} is written twice (first at "
                              f"line {first_line[name]}); YAML would keep only the last", "keep one of them") from None
@@ -176,9 +182,11 @@ def _read(path: Path) -> dict[str, Any]:
         _refuse_duplicate_keys(shown, node)
         data = None if node is None else loader.construct_document(node)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "(file)"
-        raise single(shown, where, f"not valid YAML ({getattr(exc, 'problem', exc)})", "fix the YAML syntax") from None
+        raise _not_yaml(shown, exc) from None
+    except (ValueError, KeyError, TypeError, OverflowError) as exc:  # a value YAML cannot build (2001-13-45, 5000 digits)
+        told = " ".join(str(exc).split())[:120]
+        raise single(shown, "(file)", f"holds a value YAML cannot read ({type(exc).__name__}: {told})",
+                     "write the value plainly (quote a date-like or very long text)") from None
     finally:
         loader.dispose()
     if not isinstance(data, dict):
@@ -200,6 +208,9 @@ def _refuse_deep_or_aliased(shown: str, text: str) -> None:
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
                 raise single(shown, line, "uses a YAML anchor or alias (& or *), which a profile does not take",
                              "write the value out; to reuse a profile, name it in `extends:`")
+            if getattr(event, "tag", None) is not None and not isinstance(event, yaml.DocumentStartEvent):
+                raise single(shown, line, f"uses a YAML tag ({str(event.tag)[:40]}), which a profile does not take",
+                             "write the plain value; the profile's schema gives each field its type")
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_NESTING:
@@ -207,8 +218,14 @@ def _refuse_deep_or_aliased(shown: str, text: str) -> None:
                                  "remove the extra nesting")
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
-    except yaml.YAMLError:
-        return
+    except yaml.YAMLError as exc:  # refused here: the checks above never saw the rest of the file
+        raise _not_yaml(shown, exc) from None
+
+
+def _not_yaml(shown: str, exc: yaml.YAMLError) -> ProfileError:
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}" if mark else "(file)"
+    return single(shown, where, f"not valid YAML ({getattr(exc, 'problem', exc)})", "fix the YAML syntax")
 
 
 def _linearize(path: Path, chain: tuple[Path, ...], order: list[tuple[Path, dict]]) -> list[str]:

@@ -78,8 +78,15 @@ def test_an_oversized_file_is_refused_before_it_is_parsed(tmp_path):
     ("description: &d x\nname: *d\n", "uses a YAML anchor or alias"),
     ("env: &a [*a]\n", "uses a YAML anchor or alias"),  # refers to itself: composing it would recurse
     ("x: " + "[" * 20000 + "]" * 20000 + "\n", "nests deeper than 16 levels"),  # libyaml's composer crashed on it
+    # A syntax error libyaml finds first must not let deep nesting past the check (pure Python's composer recursed).
+    ("%YAML 1.3\n---\nz: " + "[" * 60000, "not valid YAML"),
+    ("sglang: {enable_fp32_lm_head: false, <<: {enable_fp32_lm_head: true}}\n", "uses a YAML merge key (<<)"),
+    ("description: !!binary aGVsbG8=\n", "uses a YAML tag (tag:yaml.org,2002:binary)"),
+    ("x: !!bool maybe\n", "uses a YAML tag"),
+    ("x: 2001-13-45\n", "holds a value YAML cannot read (ValueError: month must be in 1..12)"),
+    ("x: " + "9" * 5000 + "\n", "holds a value YAML cannot read (ValueError: Exceeds the limit"),
 ])
-def test_anchors_aliases_and_deep_nesting_are_refused_before_the_document_is_composed(tmp_path, body, complaint):
+def test_anchors_aliases_tags_merges_and_deep_nesting_are_refused_in_one_line(tmp_path, body, complaint):
     assert complaint in refusal(write(tmp_path, HEAD + body))
 
 
