@@ -28,12 +28,6 @@ from sparkgate.paths import repo_root
 
 BASE_TAG = "sparkgate/base:bookworm"
 
-
-def load_lock():
-    """images.lock.yaml, read on first use (pydantic is not imported for `invoke --list` or a task's --help)."""
-    from sparkgate import images
-
-    return images.load_lock()
 # The Python of the images: Debian bookworm's python3 in the base, CPython 3.11 from uv on the Spark.
 IMAGE_PYTHON = "3.11"
 # Optional-dependency groups of pyproject.toml that the simulator image installs when they exist.
@@ -52,6 +46,13 @@ _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".pytest_
 
 class ImageError(Refusal):
     """An image cannot be built here, or its build failed."""
+
+
+def load_lock():
+    """images.lock.yaml, read on first use (pydantic is not imported for `invoke --list` or a task's --help)."""
+    from sparkgate import images
+
+    return images.load_lock()
 
 
 def _root() -> Path:

@@ -26,7 +26,7 @@ MAX_PROFILE_BYTES = 64 * 1024  # the largest shipped profile is under 2 KiB
 
 
 # libyaml where PyYAML has it (10x faster). Its composer recurses in C, so a deeply nested file would crash the
-# process: _refuse_deep_or_aliased reads the parser's events (no recursion) and refuses such nesting first.
+# process: _refuse_unsupported_yaml reads the parser's events (no recursion) and refuses such nesting first.
 class _ProfileLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     """PyYAML's safe loader, reading exponent numbers as YAML 1.2 does: PyYAML (YAML 1.1) reads `1e9` as the
     string "1e9", which the profile's numeric fields (strict: a number or nothing) would refuse as "not a number"."""
@@ -174,7 +174,7 @@ def _read(path: Path) -> dict[str, Any]:
         raise single(shown, "(file)", f"is {len(raw)} bytes, more than a profile needs ({MAX_PROFILE_BYTES})",
                      "point at the profile's YAML file") from None
     text = _decode(shown, raw)
-    _refuse_deep_or_aliased(shown, text)
+    _refuse_unsupported_yaml(shown, text)
     _refuse_raw_control_characters(shown, text)
     loader = _ProfileLoader(text)
     try:  # composed once: the duplicate-key check reads the nodes the data is then built from
@@ -197,10 +197,10 @@ def _read(path: Path) -> dict[str, Any]:
 MAX_NESTING = 16  # the deepest profile field is 4 levels down
 
 
-def _refuse_deep_or_aliased(shown: str, text: str) -> None:
-    """Before anything composes the document (recursively): refuse nesting no profile has, and YAML anchors and
-    aliases (a profile takes values written out; an alias can also expand exponentially or refer to itself). Read
-    from the parser's event stream, which does not recurse; a syntax error is left to the composer to name."""
+def _refuse_unsupported_yaml(shown: str, text: str) -> None:
+    """Before anything composes the document (recursively): refuse nesting no profile has, YAML anchors and aliases
+    (a profile takes values written out; an alias can also expand exponentially or refer to itself), explicit tags,
+    and a syntax error. Read from the parser's event stream, which does not recurse."""
     depth = 0
     try:
         for event in yaml.parse(text, Loader=_ProfileLoader):

@@ -538,7 +538,10 @@ def _main(argv: list[str]) -> int:
         return 0
     if len(argv) >= 2 and argv[0] in ("--prove-load", "--prove-loads"):
         # --prove-loads DIR...: each checkpoint with the Humming backend, SGLang imported and set up once
-        dirs, backend = (argv[1:], "humming") if argv[0] == "--prove-loads" else (argv[1:2], (argv[2:3] or ["humming"])[0])
+        if argv[0] == "--prove-loads":
+            dirs, backend = argv[1:], "humming"
+        else:
+            dirs, backend = argv[1:2], argv[2] if len(argv) > 2 else "humming"
         for i, directory in enumerate(dirs):
             result = prove_load(Path(directory), backend, runtime=i == 0)
             summary = {role: {k: v for k, v in r.items() if k != "values"} for role, r in result.items()}

@@ -180,9 +180,8 @@ def worker(facts: list[str]) -> dict:
     captured = [(p.name, capture.read(p)) for p in sorted(CAPTURES.glob("*.capture.tar.gz"))]
     # A log format is also judged with one rendering of it in each log: a check that counts an absent line reads it
     # too. Always, not only when the change moved nothing: one check may match the line while another counts its absence.
-    lines = {fact: _rendering(conformance.log_format(fact.partition(".")[2])) for fact in facts
-             if fact.startswith("log_formats.")}
-    lines = {fact: line for fact, line in lines.items() if line is not None}
+    lines = {fact: line for fact in facts if fact.startswith("log_formats.")
+             and (line := _rendering(conformance.log_format(fact.partition(".")[2]))) is not None}
     base, *injected = _in_child(captured, BASELINE, [None, *lines.values()])  # the unchanged checks, in one child
     injected_base = dict(zip(lines, injected, strict=True))
     result: dict = {"__exercised__": sorted({c for checks in base.values() if checks for c in checks})}
