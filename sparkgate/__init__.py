@@ -23,8 +23,8 @@ The pipeline, stage by stage (each stage only reads what the one before it produ
 Images (the runtime image, the Spark engine) are built by sparkgate.bundle.image_build from the pins that
 sparkgate.images reads; what SGLang itself spells and logs lives in sparkgate.sglang.
 
-Front ends: the `sparkgate` console script (sparkgate.cli) and the invoke tasks (sparkgate.tasks) both
-call sparkgate.commands. Not in this package: the in-engine probe plugin (probe/, `sparkgate_probe`) and
+Front ends: the invoke tasks (sparkgate.tasks) on the host; the `sparkgate` console script (sparkgate.cli) in the
+stack's containers and wherever invoke is not (`sparkgate verify`). No command is in both; both call sparkgate.commands. Not in this package: the in-engine probe plugin (probe/, `sparkgate_probe`) and
 the engine simulator for tests and drills (simulator/, `sparkgate_sim`), which the product never imports.
 """
 

@@ -1,4 +1,6 @@
-"""`sparkgate` console script: what must also run without invoke (inside containers, in CI)."""
+"""`sparkgate` console script: what runs inside the stack's containers or with no invoke (`sparkgate verify`, the
+entrypoints, the image's build guard). Everything run on the host is an invoke task (sparkgate/tasks), and no command
+is both."""
 
 from __future__ import annotations
 
@@ -11,59 +13,6 @@ from sparkgate.errors import run_cli
 
 EXIT_INVALID = 1
 EXIT_USAGE = 2
-
-
-def _load(reference: str):
-    from sparkgate.profile import loading as profiles
-    return profiles.load(reference)
-
-
-def cmd_profiles(args: argparse.Namespace) -> int:
-    from sparkgate import display
-    display.console().print(display.profiles_table())
-    return 0
-
-
-def cmd_validate(args: argparse.Namespace) -> int:
-    commands.validate(args.profile)
-    return 0
-
-
-def cmd_show(args: argparse.Namespace) -> int:
-    commands.show(args.profile)
-    return 0
-
-
-def cmd_render(args: argparse.Namespace) -> int:
-    commands.render_bundle(args.profile, target=args.target, out=args.out, sim_time_scale=args.sim_time_scale,
-                           dry_run=args.dry_run)
-    return 0
-
-
-def cmd_schema(args: argparse.Namespace) -> int:
-    commands.sync_schema(args.check)
-    return 0
-
-
-def cmd_top_level(args: argparse.Namespace) -> int:
-    commands.sync_top_level(args.check)
-    return 0
-
-
-def cmd_manifest(args: argparse.Namespace) -> int:
-    commands.sync_manifests(args.check)
-    return 0
-
-
-def cmd_parse_with_sglang(args: argparse.Namespace) -> int:
-    """Parse a profile's argv with SGLang's own parser (allow_abbrev=False) - CI cross-check."""
-    from sparkgate.sglang import parser as sglang_parser
-
-    loaded = _load(args.profile)
-    parser = sglang_parser.build_sglang_parser(with_fork_options=True)
-    namespace = parser.parse_args(list(loaded.plan.argv))  # exits 2 on rejection, like SGLang
-    print(f"{loaded.source}: SGLang's parser accepts the argv ({len(vars(namespace))} fields)")
-    return 0
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
@@ -149,26 +98,6 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--profile", required=True, help="name in profiles/ or path to a YAML file")
         return p
 
-    sub.add_parser("profiles", help="list shipped profiles").set_defaults(func=cmd_profiles)
-    with_profile(sub.add_parser("validate", help="validate a profile")).set_defaults(func=cmd_validate)
-    with_profile(sub.add_parser("show", help="argv, env and expected evidence")).set_defaults(func=cmd_show)
-    render_p = with_profile(sub.add_parser("render", help="render build/<profile>/"))
-    render_p.add_argument("--target", choices=["spark", "sim"], default="spark")
-    render_p.add_argument("--out", help="output directory (default build/<profile>)")
-    render_p.add_argument("--sim-time-scale", type=float, default=defaults.SIM_TIME_SCALE)
-    render_p.add_argument("--dry-run", action="store_true")
-    render_p.set_defaults(func=cmd_render)
-    for name, func, help_text in (
-        ("schema", cmd_schema, "write schema/profile.schema.json"),
-        ("render-top-level", cmd_top_level, "write the committed compose.yaml (all-three, spark) and compose.sim.yaml"),
-        ("manifest", cmd_manifest, "regenerate the SGLang CLI and env manifests from the installed sglang"),
-    ):
-        p = sub.add_parser(name, help=help_text)
-        p.add_argument("--check", action="store_true", help="fail if the committed file is stale")
-        p.set_defaults(func=func)
-    with_profile(sub.add_parser("parse-with-sglang", help="parse argv with SGLang's own parser")).set_defaults(
-        func=cmd_parse_with_sglang
-    )
     engine = sub.add_parser("engine", help="container entrypoint: guard, then run the engine")
     engine.add_argument("--launcher", choices=["spark", "sim"], required=True)
     engine.add_argument("--log-file")

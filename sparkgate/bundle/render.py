@@ -293,7 +293,7 @@ def render_files(loaded: LoadedProfile, options: RenderOptions) -> dict[str, str
     env = _environment()
     profile = loaded.profile
     header = (
-        f"generated from {loaded.source} by `sparkgate render --profile {profile.name} "
+        f"generated from {loaded.source} by `invoke render --profile {profile.name} "
         f"--target {options.target}` - do not edit"
     )
     time_scale = options.sim_time_scale if options.target == "sim" else 1.0
@@ -376,7 +376,7 @@ def sim_override(loaded: LoadedProfile) -> str:
                if compose_literal(spark_files[name]) != text}
     sim_only = {k: v for k, v in context["engine_environment"].items() if k.startswith("SPARKGATE_SIM_")}
     header = (
-        f"generated from {loaded.source} by `sparkgate render-top-level` - do not edit; "
+        f"generated from {loaded.source} by `invoke render-top-level` - do not edit; "
         "use: docker compose -f compose.yaml -f compose.sim.yaml up --build"
     )
     return _environment().get_template("compose/sim-override.yaml.j2").render(

@@ -182,27 +182,6 @@ def down(c, profile=None, target=None, port=None, project=None, out=None, volume
     print(f"removed {stack.name}")
 
 
-@sparkgate_task("verify", help={"profile": "profile name or YAML path", "engine_url": "the engine's own URL", "log_file": "engine log file", "container": "read the log with docker logs", "json_out": "write the verdict JSON here", "target": "spark or sim", "time_scale": "simulator time scale", "expectations": "a rendered expectations.json instead of --profile", "api_key_file": "the engine's API key file", "admin_key_file": "the engine's SGLang admin key file (adds engine.admin_key_enforced)", "no_calibrate": "skip the answers and calibration (never passes)", "replay": "judge a capture file again, no engine (docs/field-reports.md)"})
-def verify(c, engine_url=None, profile=None, expectations=None, log_file=None, container=None, json_out=None,
-           target="spark", time_scale=None, api_key_file=None, admin_key_file=None, no_calibrate=False, replay=None):
-    """Prove from runtime evidence that the profile's optimizations engaged (exit 1 if not); or, with --replay,
-    judge a capture again offline."""
-    from sparkgate import commands
-
-    if replay:
-        commands.replay_capture(replay, json_out=json_out, engine_url=engine_url, profile=profile,
-                                expectations=expectations, log_file=log_file, container=container,
-                                time_scale=time_scale, api_key_file=api_key_file, admin_key_file=admin_key_file,
-                                no_calibrate=no_calibrate)
-        return
-    require(engine_url, "engine-url", "invoke verify --profile all-three --engine-url http://127.0.0.1:30000")
-    commands.verify_engine(
-        engine_url, profile=profile, expectations_file=expectations, target=target,
-        time_scale=float(time_scale) if time_scale else None, log_file=log_file, container=container,
-        api_key_file=api_key_file, admin_key_file=admin_key_file, calibrate=not no_calibrate, json_out=json_out,
-    )
-
-
 @sparkgate_task("capture", help={
     "profile": "profile name or YAML path", "project": "compose project name (default sparkgate-<profile>)",
     "bundle": "bundle directory (default build/<profile>)",
@@ -220,4 +199,4 @@ def capture(c, profile=None, project=None, bundle=None, out=None, refused=False,
                           say=lambda line: print(line, flush=True))
 
 
-ns = Collection(deploy, status, logs, smoke, infra, down, verify, capture)
+ns = Collection(deploy, status, logs, smoke, infra, down, capture)

@@ -1,44 +1,53 @@
-"""The console script and invoke tasks: exit codes and one-line errors, nothing written on refusal."""
+"""The two command surfaces: invoke tasks on the host, the `sparkgate` console script in the stack's containers.
+Exit codes and one-line errors, nothing written on refusal, and no command in both."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-from sparkgate import cli
+from sparkgate import cli, commands
 
 
-def run_cli(*argv, cwd=None):
-    return subprocess.run([sys.executable, "-m", "sparkgate", *argv], capture_output=True, text=True, cwd=cwd)
+def run_invoke(repo, *argv):
+    return subprocess.run([sys.executable, "-m", "invoke", *argv], capture_output=True, text=True, cwd=repo)
 
 
-def test_user_profile_adding_fp32_is_refused_naming_both(tmp_path, repo):
-    user = tmp_path / "mine.yaml"
-    user.write_text("name: mine\ndescription: mine\nextends: [all-three]\nsglang:\n  extra_args: [--enable-fp32-lm-head]\n")
-    out = tmp_path / "out"
-    result = run_cli("render", "--profile", str(user), "--out", str(out))
+def test_user_profile_adding_fp32_is_refused_naming_both_and_nothing_is_written(tmp_path, repo):
+    user = tmp_path / "fp32-on-top.yaml"
+    user.write_text("name: fp32-on-top\ndescription: mine\nextends: [all-three]\nsglang:\n"
+                    "  extra_args: [--enable-fp32-lm-head]\n")
+    result = run_invoke(repo, "render", "--profile", str(user))
     assert result.returncode == 1
     first = result.stderr.splitlines()[0]
     assert first.startswith(str(user))
     assert "optimizations.fp8_lm_head" in first and "--enable-fp32-lm-head" in first
-    assert not out.exists(), "nothing is written on refusal"
+    assert not (repo / "build" / "fp32-on-top").exists(), "nothing is written on refusal"
 
 
-def test_unknown_flag_is_refused(tmp_path):
+def test_unknown_flag_is_refused(tmp_path, repo):
     user = tmp_path / "mine.yaml"
     user.write_text("name: mine\ndescription: mine\nextends: [baseline]\nsglang:\n  extra_args: [--turbo]\n")
-    result = run_cli("validate", "--profile", str(user))
+    result = run_invoke(repo, "validate", "--profile", str(user))
     assert result.returncode == 1
     assert "unrecognized SGLang 0.5.23 argument '--turbo'" in result.stderr
 
 
-def test_usage_error_exits_2():
-    result = run_cli("render")
-    assert result.returncode == 2
+def test_console_script_usage_error_exits_2():
+    result = subprocess.run([sys.executable, "-m", "sparkgate", "verify"], capture_output=True, text=True)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_no_command_is_both_an_invoke_task_and_a_console_subcommand():
+    import tasks as root  # the repo's tasks.py
+
+    subcommands = set(cli.build_parser()._subparsers._group_actions[0].choices)
+    assert subcommands == {"engine", "healthcheck", "build-guard", "verify", "sentinel", "gateway"}
+    assert not subcommands & set(root.ns.task_names)
 
 
 def test_render_all_three_to_a_directory(tmp_path):
-    assert cli.main(["render", "--profile", "all-three", "--out", str(tmp_path / "b")]) == 0
+    commands.render_bundle("all-three", out=str(tmp_path / "b"))
     names = {p.name for p in (tmp_path / "b").iterdir()}
     assert {"argv.json", "compose.yaml", "engine-env.json", "expectations.json", "manifest.json", "haproxy.cfg"} <= names
 
@@ -46,17 +55,12 @@ def test_render_all_three_to_a_directory(tmp_path):
 def test_invoke_task_refusal_is_nonzero(tmp_path, repo):
     user = tmp_path / "mine.yaml"
     user.write_text("name: mine\ndescription: mine\nextends: [nope]\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "invoke", "validate", "--profile", str(user)],
-        capture_output=True, text=True, cwd=repo,
-    )
+    result = run_invoke(repo, "validate", "--profile", str(user))
     assert result.returncode != 0
     assert "unknown parent profile 'nope'" in result.stderr
 
 
 def test_invoke_show_lists_argv_and_evidence(repo):
-    result = subprocess.run(
-        [sys.executable, "-m", "invoke", "show", "--profile", "all-three"], capture_output=True, text=True, cwd=repo
-    )
+    result = run_invoke(repo, "show", "--profile", "all-three")
     assert result.returncode == 0, result.stderr
     assert "--moe-runner-backend" in result.stdout and "min_accept_length=2.0" in result.stdout
