@@ -136,9 +136,9 @@ def _token_name(item: dict) -> str | None:
     text, raw = item.get("token"), item.get("bytes")
     if not isinstance(text, str):
         return None
-    byte_list = isinstance(raw, list) and len(raw) <= 64 and all(
-        isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 255 for b in raw)
-    if byte_list and bytes(raw) != text.encode("utf-8", "surrogatepass"):
+    # The common case first: the bytes are the text's (compared as lists, so no element needs validating for it).
+    if isinstance(raw, list) and len(raw) <= 64 and raw != list(text.encode("utf-8", "surrogatepass")) and all(
+            isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 255 for b in raw):
         return "0x" + bytes(raw).hex()
     return text[:64]
 

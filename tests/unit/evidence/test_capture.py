@@ -239,16 +239,6 @@ def test_replay_with_live_flags_is_a_usage_error(capsys):
     assert "--engine-url" in capsys.readouterr().err
 
 
-def test_the_invoke_task_refuses_live_flags_with_replay_by_the_same_rule():
-    from invoke import Exit
-
-    from sparkgate.tasks import stack
-
-    with pytest.raises(Exit, match=r"--replay judges a capture file alone: drop --profile, --no-calibrate$") as refused:
-        stack.verify.body(None, replay=str(HEALTHY), profile="all-three", no_calibrate=True)
-    assert refused.value.code == 2
-
-
 def test_a_capture_asking_its_repeated_question_the_older_way_is_refused(tmp_path):
     """Only the GPU lane's own records (read as recordings, never as captures) were asked the older way."""
     captured = capture.read(HEALTHY)
