@@ -141,9 +141,12 @@ def checks(ev: Evidence) -> list[CheckResult]:
                if key.rsplit("/", 1)[-1] != BACKEND or key.split("/", 1)[0] not in ENGAGED_MOE_METHODS}
         results.append(checked(
             name, not off, layers, f"only {' or '.join(m + '/' + BACKEND for m in ENGAGED_MOE_METHODS)}", source,
-            "Humming silently fell back (e.g. to Triton) on these layers: the checkpoint's quantization is not one "
-            "Humming takes with --moe-runner-backend alone; use the MXFP4 checkpoint (Ling-3.0-flash-fp4) or add "
-            "--quantization humming with SGLANG_HUMMING_ONLINE_QUANT_CONFIG",
+            "Humming silently fell back on these layers; observed names what ran instead (method/runner). Another "
+            "runner on the MXFP4 experts (Marlin, or FlashInfer: stock SGLang's own pick for Ling-3.0-flash-fp4 on "
+            "SM90/SM100/SM120 when no runner is given) means --moe-runner-backend humming did not reach the engine: "
+            "redeploy this profile's bundle. An unquantized (Triton) method means the checkpoint's quantization is "
+            "not one Humming takes with --moe-runner-backend alone: use the MXFP4 checkpoint (Ling-3.0-flash-fp4) or "
+            "add --quantization humming with SGLANG_HUMMING_ONLINE_QUANT_CONFIG",
         ))
     if ev.log is None or ev.log.text is None:
         results.append(failed("humming.log_signature", ev.log.error if ev.log else "no log", LOG_SIGNATURE,

@@ -130,9 +130,9 @@ def v3_launches(paths: dict[str, Path]) -> dict[str, GpuLaunch]:
     cache = paths["humming-cache"]
     humming_env = {F.HUMMING_COMPILER_ENV: "nvrtc", F.HUMMING_CACHE_DIR_ENV: str(cache)}
 
-    def v3(variant: str, *extra: str, nextn: bool = False, **fields: Any) -> Launch:
+    def v3(variant: str, *extra: str, runner: str = "humming", nextn: bool = False, **fields: Any) -> Launch:
         return Launch(model_path=paths[variant], served_model_name="tiny-ling-v3", max_running_requests=1,
-                      device="cuda", env=humming_env, extra_args=(*launch_args(paths[variant], variant, nextn), *extra),
+                      device="cuda", env=humming_env, extra_args=(*launch_args(paths[variant], runner, nextn), *extra),
                       **fields)
 
     agree = v3("agree")
@@ -145,9 +145,8 @@ def v3_launches(paths: dict[str, Path]) -> dict[str, GpuLaunch]:
         GpuLaunch("v3-nextn-random", v3("random", nextn=True), ("mtp",), V3, speculative=True, humming_cache=cache),
         GpuLaunch("v3-humming-unimportable", v3("agree", unimportable=("humming",)), ("humming",), V3),
         # Marlin never served in the 2026-12-06 run (its log ends in the decode-graph capture): room past the 180 s limit.
-        GpuLaunch("v3-marlin", v3("agree", "--moe-runner-backend", "marlin", start_timeout_s=400.0), ("humming",), V3),
-        GpuLaunch("v3-bf16-humming", v3("bf16", "--moe-runner-backend", "humming"), ("humming",), V3,
-                  humming_cache=cache),
+        GpuLaunch("v3-marlin", v3("agree", runner="marlin", start_timeout_s=400.0), ("humming",), V3),
+        GpuLaunch("v3-bf16-humming", v3("bf16"), ("humming",), V3, humming_cache=cache),
         # The first DSpark start compiles the KDA kernels while /health waits (92 s to its first 200 on 2026-12-06).
         *(GpuLaunch(f"v3-dspark-{variant}", v3("agree", *dspark_args(paths[f"dspark-{variant}"]), start_timeout_s=400.0),
                     ("dspark",), V3,
@@ -159,7 +158,7 @@ def v3_launches(paths: dict[str, Path]) -> dict[str, GpuLaunch]:
 # tests/fixtures/<set> (tests/gpu/records.py SETS) and tests/unit/test_gpu_v3_records.py replays them.
 V3_SETS = {
     "gpu-v3": ("v3-humming-cold", "v3-humming-warm-fp8-env", "v3-nextn-agree", "v3-nextn-random"),
-    "gpu-v3-fallbacks": ("v3-humming-cold", "v3-humming-unimportable", "v3-marlin", "v3-bf16-humming"),
+    "gpu-v3-fallbacks": ("v3-humming-cold", "v3-humming-unimportable", "v3-bf16-humming", "v3-marlin"),
     "gpu-v3-dspark": tuple(f"v3-dspark-{variant}" for variant in DSPARK_VARIANTS),
 }
 
@@ -309,3 +308,14 @@ def pytest_terminal_summary(terminalreporter):
         failing = {p: sorted(gate.failing(v)) for p, v in result.verdicts.items()}
         terminalreporter.write_line(f"{name}: ready {result.startup_s} s, verify {result.verify_s}, decode tok/s "
                                     f"{speeds}, failing {failing}" + (" NEVER SERVED" if result.engine_error else ""))
+    reference = _RESULTS.get("v3-humming-cold")
+    humming = reference and reference.verdicts.get("humming")
+    if humming and humming.calibration.get("decode_tok_s"):
+        # Humming against each runner that served the same checkpoint instead, engine-timed, one run, one GPU.
+        for name, result in _RESULTS.items():
+            other = result.verdicts.get("humming")
+            if name != "v3-humming-cold" and other and other.calibration.get("decode_tok_s"):
+                terminalreporter.write_line(
+                    f"decode ratio humming/{name}: {humming.calibration['decode_tok_s']} / "
+                    f"{other.calibration['decode_tok_s']} = "
+                    f"{humming.calibration['decode_tok_s'] / other.calibration['decode_tok_s']:.2f}")

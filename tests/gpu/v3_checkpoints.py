@@ -92,7 +92,6 @@ ST_DTYPES = {"bfloat16": "BF16", "float32": "F32", "float8_e4m3fn": "F8_E4M3", "
 # What a tiny V3 launch needs on CUDA beyond tests/real/engine.py CUDA_BASE_ARGS (triton attention, pytorch
 # sampling, --mem-fraction-static 0.3, decode graphs of batch 1, no prefill graphs): the context the H200 run served.
 LAUNCH_ARGS = ("--context-length", str(CONTEXT))
-HUMMING_ARGS = ("--moe-runner-backend", "humming")  # the quantized variants; "bf16" is what Humming refuses
 
 
 def tiny_v3_config(ids: dict[str, int], quantized: bool = True) -> dict[str, Any]:
@@ -104,12 +103,12 @@ def tiny_v3_config(ids: dict[str, int], quantized: bool = True) -> dict[str, Any
     return cfg
 
 
-def launch_args(model: Path, variant: str, nextn: bool = False) -> tuple[str, ...]:
-    """The SGLang argv extras (after CUDA_BASE_ARGS) of a tiny V3 launch; with `nextn` the NEXTN draft from the
-    checkpoint's own NEXTN layer."""
+def launch_args(model: Path, runner: str, nextn: bool = False) -> tuple[str, ...]:
+    """The SGLang argv extras (after CUDA_BASE_ARGS) of a tiny V3 launch with that MoE runner; with `nextn` the NEXTN
+    draft from the checkpoint's own NEXTN layer."""
     from tests.real.engine import NEXTN_ARGS
 
-    args = [*LAUNCH_ARGS, *(HUMMING_ARGS if variant != "bf16" else ())]
+    args = [*LAUNCH_ARGS, "--moe-runner-backend", runner]
     if nextn:
         args += [*NEXTN_ARGS, "--speculative-draft-model-path", str(model)]
     return tuple(args)

@@ -56,8 +56,8 @@ def test_the_agreeing_nextn_draft_passes_on_real_counts_and_the_random_one_is_re
 
 
 # --- the silent fallbacks, for real (`bash tests/gpu/run v3-fallbacks`, 2026-12-06) -----------------------------------
-# Two runs: the launches that never served on an H100 (the run's time ran out in the BF16 one), then the Humming
-# reference and the BF16 launch together on an H200 (`-k "runs_reference or bf16"`); docs/testing-gpu.md.
+# Two runs: the unimportable launch (which never serves) on an H100, then the Humming reference, the BF16 launch and
+# Marlin together on an H100 (`-k "runs_reference or bf16 or marlin"`, 2026-12-06T23:43Z); docs/testing-gpu.md.
 FALLBACKS = records.SETS["gpu-v3-fallbacks"]
 
 
@@ -85,7 +85,7 @@ def census_at_load(name: str) -> dict[str, int]:
 
 def test_every_fallback_launch_is_recorded_and_the_served_ones_share_a_run_and_a_card():
     assert set(records.launches(FALLBACKS)) == set(V3_SETS["gpu-v3-fallbacks"])
-    served = [records.launch_info(name, FALLBACKS) for name in ("v3-humming-cold", "v3-bf16-humming")]
+    served = [records.launch_info(name, FALLBACKS) for name in ("v3-humming-cold", "v3-bf16-humming", "v3-marlin")]
     assert len({(info["run"], info["gpu"]) for info in served}) == 1
     assert all(info["startup_s"] is not None for info in served)
 
@@ -115,18 +115,25 @@ def test_humming_not_importable_is_no_silent_fallback_stock_dies_and_the_refusal
     assert not checks["humming.log_signature"]["passed"]
 
 
-def test_marlin_is_what_stock_ran_and_humming_is_refused():
-    """`--moe-runner-backend marlin` on the MXFP4 layout: the probe's census at load reads Marlin's method in every
-    MoE layer, Humming's log signature is absent; its log ends in the decode-graph capture and it never served (the record
-    kept the error's tail only, not why the lane gave up on it), so the start is refused, naming Marlin from that
-    census."""
+def test_marlin_served_the_same_checkpoint_and_humming_is_refused_naming_it():
+    """`--moe-runner-backend marlin` on the MXFP4 layout served (decode graphs replayed): the census names Marlin's
+    method in every MoE layer, the echo says marlin and no Humming forward is logged, so all three refuse."""
     assert census_at_load("v3-marlin") == {"Mxfp4MarlinMoEMethod/marlin": 5}
-    checks = start_judged("v3-marlin")
-    assert checks["engine.health"]["observed"]["phases_reached"][-1] == "cuda_graph_capture"
-    census = checks["humming.moe_layers_target"]  # the refusal names what ran, though /server_info never answered
+    marlin = checks("v3-marlin", "humming", FALLBACKS)
+    assert (marlin["humming.config_echo"]["passed"], marlin["humming.config_echo"]["observed"]) == (False, "marlin")
+    census = marlin["humming.moe_layers_target"]
     assert not census["passed"] and census["observed"] == {"Mxfp4MarlinMoEMethod/marlin": 5}
-    signature = checks["humming.log_signature"]
-    assert not signature["passed"] and signature["observed"] == "0x"
+    assert "Marlin" in census["hint"] and "did not reach the engine" in census["hint"]
+    assert (marlin["humming.log_signature"]["passed"], marlin["humming.log_signature"]["observed"]) == (False, "0x")
+    assert marlin["engine.cuda_graph_passes"]["passed"]
+
+
+def test_humming_and_marlin_decode_speeds_come_from_one_run_on_one_card():
+    """The ratio docs/testing-gpu.md gives: both engine-timed (meta_info), both with decode graphs, one run."""
+    runs = {records.launch_info(name, FALLBACKS)["run"] for name in ("v3-humming-cold", "v3-marlin")}
+    speeds = {name: records.recordings(name, FALLBACKS)["humming"].verdict["calibration"]["decode_tok_s"]
+              for name in ("v3-humming-cold", "v3-marlin")}
+    assert len(runs) == 1 and all(isinstance(v, float) and v > 0 for v in speeds.values()), (runs, speeds)
 
 
 # --- DSpark on CUDA (`bash tests/gpu/run v3-dspark`, NVIDIA H200, 2026-12-06) ------------------------------------------
