@@ -106,7 +106,7 @@ COPY probe /opt/sparkgate/probe
 RUN uv pip install /opt/sparkgate/src /opt/sparkgate/probe \
  && mkdir -p /var/log/sparkgate
 
-# Bundle data, so `sparkgate profiles|show|render` also work inside the image.
+# Bundle data, so `sparkgate verify --profile NAME` also works inside the image.
 COPY images.lock.yaml /opt/sparkgate/images.lock.yaml
 COPY profiles /opt/sparkgate/profiles
 COPY templates /opt/sparkgate/templates

@@ -52,8 +52,8 @@ RUN python3 -m venv /opt/venv \
  && rm -rf /tmp/requirements.txt
 
 # sparkgate and the simulator from this checkout, plus the bundle data (images.lock.yaml, profiles/,
-# templates/), so the whole CLI works inside the image (SPARKGATE_HOME). The sentinel's suites are in the package
-# (sparkgate/suites, with their own pytest.ini): no test tree and no fixtures in the image.
+# templates/), so `sparkgate verify --profile NAME` works inside the image (SPARKGATE_HOME). The sentinel's suites
+# are in the package (sparkgate/suites, with their own pytest.ini): no test tree and no fixtures in the image.
 COPY sparkgate /opt/sparkgate/src/sparkgate
 COPY simulator /opt/sparkgate/simulator
 RUN cp /opt/sparkgate/pyproject.toml /opt/sparkgate/src/pyproject.toml \
@@ -66,7 +66,8 @@ ENV PATH=/opt/venv/bin:${PATH}
 
 # Fail the build if the console script, the simulator, the bundle data, the sentinel's suites or HAProxy
 # do not work.
-RUN sparkgate profiles >/dev/null \
+RUN sparkgate --help >/dev/null \
+ && python3 -c 'from sparkgate import display; display.profiles_table()' \
  && python3 -c 'import sparkgate_sim' \
  && python3 -m pip check \
  && python3 -c 'import subprocess, sys; from sparkgate import suites; sys.exit(subprocess.call([*suites.argv("infra", "infra"), str(suites.SUITES / "smoke"), "--collect-only"], stdout=subprocess.DEVNULL))' \

@@ -24,7 +24,8 @@ Images (the runtime image, the Spark engine) are built by sparkgate.bundle.image
 sparkgate.images reads; what SGLang itself spells and logs lives in sparkgate.sglang.
 
 Front ends: the invoke tasks (sparkgate.tasks) on the host; the `sparkgate` console script (sparkgate.cli) in the
-stack's containers and wherever invoke is not (`sparkgate verify`). No command is in both; both call sparkgate.commands. Not in this package: the in-engine probe plugin (probe/, `sparkgate_probe`) and
+stack's containers and wherever invoke is not (`sparkgate verify`). No command is in both; both call
+sparkgate.commands. Not in this package: the in-engine probe plugin (probe/, `sparkgate_probe`) and
 the engine simulator for tests and drills (simulator/, `sparkgate_sim`), which the product never imports.
 """
 

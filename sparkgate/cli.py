@@ -94,10 +94,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparkgate", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def with_profile(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument("--profile", required=True, help="name in profiles/ or path to a YAML file")
-        return p
-
     engine = sub.add_parser("engine", help="container entrypoint: guard, then run the engine")
     engine.add_argument("--launcher", choices=["spark", "sim"], required=True)
     engine.add_argument("--log-file")

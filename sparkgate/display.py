@@ -20,7 +20,7 @@ def console(stderr: bool = False) -> Console:
 
 
 def profiles_table() -> Table:
-    table = Table(title="sparkgate profiles", show_lines=False)
+    table = Table(title="profiles", show_lines=False)
     table.add_column("profile")
     table.add_column("optimizations")
     table.add_column("description")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -58,8 +59,22 @@ ONE_WORKER_LANES = {"real": "tests/real/", "fleet": "tests/fleet/"}
 
 
 def lane_scope(nodeid: str) -> str:
-    """The scheduling unit of a test: its lane for a one-worker lane, else the test itself."""
-    return next((lane for lane, prefix in ONE_WORKER_LANES.items() if nodeid.startswith(prefix)), nodeid)
+    """The scheduling unit of a test: its lane for a one-worker lane, its module where the module builds a
+    module-scoped fixture (an SGLang import, a checkpoint, a wheel: seconds each, once per worker that runs any of its
+    tests), else the test itself."""
+    lane = next((lane for lane, prefix in ONE_WORKER_LANES.items() if nodeid.startswith(prefix)), None)
+    if lane is not None:
+        return lane
+    module = nodeid.split("::", 1)[0]
+    return module if _has_module_fixture(module) else nodeid
+
+
+@functools.cache
+def _has_module_fixture(module: str) -> bool:
+    try:
+        return '@pytest.fixture(scope="module")' in (REPO / module).read_text(encoding="utf-8")
+    except OSError:
+        return False
 
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: this conftest also loads where xdist is absent (the sentinel)

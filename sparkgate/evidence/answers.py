@@ -136,8 +136,10 @@ def _token_name(item: dict) -> str | None:
     text, raw = item.get("token"), item.get("bytes")
     if not isinstance(text, str):
         return None
-    # The common case first: the bytes are the text's (compared as lists, so no element needs validating for it).
-    if isinstance(raw, list) and len(raw) <= 64 and raw != list(text.encode("utf-8", "surrogatepass")) and all(
+    # The common case first: the bytes are the text's (compared as lists, so no element needs validating for it). A
+    # text longer than the list cannot be its bytes, so a huge hostile text is never encoded.
+    if isinstance(raw, list) and len(raw) <= 64 and (
+            len(text) > len(raw) or raw != list(text.encode("utf-8", "surrogatepass"))) and all(
             isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 255 for b in raw):
         return "0x" + bytes(raw).hex()
     return text[:64]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import uuid
 
 from sparkgate import cli, commands
 
@@ -14,15 +15,16 @@ def run_invoke(repo, *argv):
 
 
 def test_user_profile_adding_fp32_is_refused_naming_both_and_nothing_is_written(tmp_path, repo):
-    user = tmp_path / "fp32-on-top.yaml"
-    user.write_text("name: fp32-on-top\ndescription: mine\nextends: [all-three]\nsglang:\n"
+    name = f"fp32-on-top-{uuid.uuid4().hex[:8]}"  # its own build/<name>: nothing an earlier run left can be there
+    user = tmp_path / f"{name}.yaml"
+    user.write_text(f"name: {name}\ndescription: mine\nextends: [all-three]\nsglang:\n"
                     "  extra_args: [--enable-fp32-lm-head]\n")
     result = run_invoke(repo, "render", "--profile", str(user))
     assert result.returncode == 1
     first = result.stderr.splitlines()[0]
     assert first.startswith(str(user))
     assert "optimizations.fp8_lm_head" in first and "--enable-fp32-lm-head" in first
-    assert not (repo / "build" / "fp32-on-top").exists(), "nothing is written on refusal"
+    assert not (repo / "build" / name).exists(), "nothing is written on refusal"
 
 
 def test_unknown_flag_is_refused(tmp_path, repo):
@@ -64,3 +66,24 @@ def test_invoke_show_lists_argv_and_evidence(repo):
     result = run_invoke(repo, "show", "--profile", "all-three")
     assert result.returncode == 0, result.stderr
     assert "--moe-runner-backend" in result.stdout and "min_accept_length=2.0" in result.stdout
+
+
+def test_every_console_command_an_image_runs_exists(repo):
+    """The Dockerfiles run the console script at build time and as the entrypoint: each subcommand they name must be
+    one it has (a removed one breaks the image build, which CI finds only when it builds)."""
+    import json
+    import re
+    import shlex
+
+    subcommands = set(cli.build_parser()._subparsers._group_actions[0].choices)
+    named = []
+    for dockerfile in (repo / "Dockerfile", *sorted((repo / "docker").glob("*.Dockerfile"))):
+        for line in dockerfile.read_text().splitlines():
+            if line.startswith("ENTRYPOINT ["):
+                argv = json.loads(line.removeprefix("ENTRYPOINT "))
+                named += [(dockerfile.name, argv[1])] if argv[0] == "sparkgate" else []
+            elif not line.lstrip().startswith("#"):
+                for match in re.finditer(r"(?:^RUN|&&)\s+sparkgate\s+(\S+)", line):
+                    named.append((dockerfile.name, shlex.split(match.group(1))[0]))
+    assert {name for _, name in named} >= {"engine", "build-guard"}, named
+    assert [(f, name) for f, name in named if name not in subcommands and not name.startswith("-")] == []

@@ -158,7 +158,7 @@ def test_the_probe_fact_prefix_is_the_probes_own():
 
 
 def test_a_start_that_died_after_loading_names_what_ran_from_the_probes_census_at_load():
-    """Another MoE runner loaded, then the start died (the GPU lane's Marlin start): /server_info never answered, and
+    """Another MoE runner loaded, then the start died (as the GPU lane's first Marlin start was cut short): /server_info never answered, and
     the census the probe logged at load still names what ran instead of Humming."""
     want = expectations.build(profiles.load("all-three"), "spark", 1.0)
     lines = [*DIED_LOADING[:2], _census_line("target", {"Mxfp4MarlinMoEMethod/marlin": 40})]
