@@ -18,12 +18,13 @@ import urllib.request
 
 import pytest
 
-from sparkgate.bundle.image_build import BASE_TAG
+from sparkgate.bundle.image_build import BASE_TAG, load_lock
 from tests.e2e.conftest import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.compose]
 
 COMMAND = ["docker", "compose", "-f", "compose.yaml", "-f", "compose.sim.yaml", "up", "--build"]
+RUNTIME_SERVICES = ("engine", "sentinel", "gateway")  # the services of the sim stack that run the runtime image
 MODEL = "ling-v3-flash-fp4"
 BUDGET_S = 420  # image build (cached layers after the first) + simulated cold start + the sentinel's full proof
 
@@ -55,8 +56,19 @@ def test_compose_up_build_from_a_fresh_clone_opens_the_gate(clone, tmp_path):
     project = f"sparkgate-clone-{os.getpid()}"
     env = {**os.environ, "SPARKGATE_GATEWAY_PORT": str(port), "SPARKGATE_RUNTIME_BASE": BASE_TAG,
            "SPARKGATE_BUILD_NETWORK": "none"}
+    # The user's command, with one more file that only renames the image it builds: Compose labels what it builds,
+    # so under the shared tag it would replace the runtime image the other lanes run and record (the fleet lab's
+    # release pins the image id it rolled out).
+    merged = json.loads(subprocess.run(["docker", "compose", *COMMAND[2:6], "config", "--format", "json"], cwd=clone,
+                                       env=env, capture_output=True, text=True, check=True).stdout)["services"]
+    shared = load_lock().local_images["sim"]
+    assert {n for n, spec in merged.items() if spec.get("image") == shared} == set(RUNTIME_SERVICES), merged.keys()
+    tag = f"sparkgate/runtime:clone-test-{os.getpid()}"
+    isolate = tmp_path / "isolate.yaml"
+    isolate.write_text(json.dumps({"services": {name: {"image": tag} for name in RUNTIME_SERVICES}}))
+    files = [*COMMAND[2:6], "-f", str(isolate)]
     log = (tmp_path / "compose-up.log").open("w")
-    up = subprocess.Popen(["docker", "compose", "-p", project, *COMMAND[2:]], cwd=clone, env=env,
+    up = subprocess.Popen(["docker", "compose", "-p", project, *files, *COMMAND[6:]], cwd=clone, env=env,
                           stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -84,10 +96,11 @@ def test_compose_up_build_from_a_fresh_clone_opens_the_gate(clone, tmp_path):
         assert reply["usage"]["completion_tokens"] > 0
         assert not (clone / "build").exists(), "the compose path rendered nothing on the host"
     finally:
-        subprocess.run(["docker", "compose", "-p", project, "-f", "compose.yaml", "-f", "compose.sim.yaml",
-                        "down", "-v", "-t", "5"], cwd=clone, env=env, capture_output=True, check=False)
+        subprocess.run(["docker", "compose", "-p", project, *files, "down", "-v", "-t", "5"], cwd=clone, env=env,
+                       capture_output=True, check=False)
         try:
             up.wait(timeout=60)
         except subprocess.TimeoutExpired:
             up.kill()
         log.close()
+        subprocess.run(["docker", "image", "rm", tag], capture_output=True, check=False)
