@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pytest
@@ -58,23 +57,20 @@ def pytest_sessionfinish(session, exitstatus):
 ONE_WORKER_LANES = {"real": "tests/real/", "fleet": "tests/fleet/"}
 
 
+# Modules whose module-scoped fixture costs seconds (an SGLang import, a checkpoint or a wheel built): each is one
+# scope, so that fixture runs once, not once on every worker that runs one of its tests.
+ONE_WORKER_MODULES = frozenset({
+    "tests/unit/test_v3_checkpoints.py", "tests/unit/test_dspark_drafter.py", "tests/unit/evidence/test_recording.py",
+    "tests/unit/sim/test_packaging.py",
+})
+
+
 def lane_scope(nodeid: str) -> str:
-    """The scheduling unit of a test: its lane for a one-worker lane, its module where the module builds a
-    module-scoped fixture (an SGLang import, a checkpoint, a wheel: seconds each, once per worker that runs any of its
-    tests), else the test itself."""
+    """The scheduling unit of a test: its lane for a one-worker lane, its module for ONE_WORKER_MODULES, else the test
+    itself."""
     lane = next((lane for lane, prefix in ONE_WORKER_LANES.items() if nodeid.startswith(prefix)), None)
-    if lane is not None:
-        return lane
     module = nodeid.split("::", 1)[0]
-    return module if _has_module_fixture(module) else nodeid
-
-
-@functools.cache
-def _has_module_fixture(module: str) -> bool:
-    try:
-        return '@pytest.fixture(scope="module")' in (REPO / module).read_text(encoding="utf-8")
-    except OSError:
-        return False
+    return lane or (module if module in ONE_WORKER_MODULES else nodeid)
 
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: this conftest also loads where xdist is absent (the sentinel)
@@ -82,10 +78,17 @@ def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
     class LaneScheduling(LoadScopeScheduling):
-        """xdist's scope scheduler (largest scopes first) with lanes as scopes."""
+        """xdist's scope scheduler (most tests first) with lanes as scopes, the one-worker lanes handed out before
+        anything else: they are the longest, so each starts at once on a worker of its own."""
 
         def _split_scope(self, nodeid: str) -> str:
             return lane_scope(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            for lane in reversed(ONE_WORKER_LANES):
+                if lane in self.workqueue:
+                    self.workqueue.move_to_end(lane, last=False)
+            super()._assign_work_unit(node)
 
     return LaneScheduling(config, log)
 

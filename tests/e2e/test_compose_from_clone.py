@@ -54,8 +54,9 @@ def clone(repo, tmp_path):
 def test_compose_up_build_from_a_fresh_clone_opens_the_gate(clone, tmp_path):
     port = free_port()
     project = f"sparkgate-clone-{os.getpid()}"
-    env = {**os.environ, "SPARKGATE_GATEWAY_PORT": str(port), "SPARKGATE_RUNTIME_BASE": BASE_TAG,
-           "SPARKGATE_BUILD_NETWORK": "none"}
+    # Without the caller's Compose settings: COMPOSE_PROFILES=monitoring would build the shared Prometheus image too.
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("COMPOSE_")},
+           "SPARKGATE_GATEWAY_PORT": str(port), "SPARKGATE_RUNTIME_BASE": BASE_TAG, "SPARKGATE_BUILD_NETWORK": "none"}
     # The user's command, with one more file that only renames the image it builds: Compose labels what it builds,
     # so under the shared tag it would replace the runtime image the other lanes run and record (the fleet lab's
     # release pins the image id it rolled out).
@@ -96,11 +97,13 @@ def test_compose_up_build_from_a_fresh_clone_opens_the_gate(clone, tmp_path):
         assert reply["usage"]["completion_tokens"] > 0
         assert not (clone / "build").exists(), "the compose path rendered nothing on the host"
     finally:
-        subprocess.run(["docker", "compose", "-p", project, *files, "down", "-v", "-t", "5"], cwd=clone, env=env,
-                       capture_output=True, check=False)
+        down = ["docker", "compose", "-p", project, *files, "down", "-v", "--remove-orphans", "-t", "5"]
+        subprocess.run(down, cwd=clone, env=env, capture_output=True, check=False)
         try:
             up.wait(timeout=60)
         except subprocess.TimeoutExpired:
             up.kill()
+            up.wait()
+            subprocess.run(down, cwd=clone, env=env, capture_output=True, check=False)  # what it made meanwhile
         log.close()
-        subprocess.run(["docker", "image", "rm", tag], capture_output=True, check=False)
+        subprocess.run(["docker", "image", "rm", "-f", tag], capture_output=True, check=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 from sparkgate import cli, commands
 
@@ -68,22 +69,66 @@ def test_invoke_show_lists_argv_and_evidence(repo):
     assert "--moe-runner-backend" in result.stdout and "min_accept_length=2.0" in result.stdout
 
 
-def test_every_console_command_an_image_runs_exists(repo):
-    """The Dockerfiles run the console script at build time and as the entrypoint: each subcommand they name must be
-    one it has (a removed one breaks the image build, which CI finds only when it builds)."""
+def _console_argvs(text: str) -> list[list[str]]:
+    """Every `sparkgate ...` command line a Dockerfile runs: in RUN, CMD, ENTRYPOINT and HEALTHCHECK, exec-form arrays
+    and shell commands (split at && || ; | and cut at a redirection), wherever the program is the console script."""
     import json
-    import re
     import shlex
 
-    subcommands = set(cli.build_parser()._subparsers._group_actions[0].choices)
-    named = []
-    for dockerfile in (repo / "Dockerfile", *sorted((repo / "docker").glob("*.Dockerfile"))):
-        for line in dockerfile.read_text().splitlines():
-            if line.startswith("ENTRYPOINT ["):
-                argv = json.loads(line.removeprefix("ENTRYPOINT "))
-                named += [(dockerfile.name, argv[1])] if argv[0] == "sparkgate" else []
-            elif not line.lstrip().startswith("#"):
-                for match in re.finditer(r"(?:^RUN|&&)\s+sparkgate\s+(\S+)", line):
-                    named.append((dockerfile.name, shlex.split(match.group(1))[0]))
-    assert {name for _, name in named} >= {"engine", "build-guard"}, named
-    assert [(f, name) for f, name in named if name not in subcommands and not name.startswith("-")] == []
+    found = []
+    for instruction in text.replace("\\\n", " ").splitlines():
+        keyword, _, rest = instruction.strip().partition(" ")
+        if keyword not in ("RUN", "CMD", "ENTRYPOINT", "HEALTHCHECK"):
+            continue
+        rest = rest.strip().removeprefix("CMD ").strip() if keyword == "HEALTHCHECK" else rest.strip()
+        if rest.startswith("["):
+            words = json.loads(rest)
+        else:
+            lexer = shlex.shlex(rest, posix=True, punctuation_chars=True)  # && || ; | > as words of their own
+            lexer.whitespace_split = True
+            words = list(lexer)
+        command: list[str] | None = []
+        for word in [*words, ";"]:
+            if word in ("&&", "||", ";", "|"):
+                found += [command] if command else []
+                command = []  # the next word is a program
+            elif word.startswith((">", "<")):
+                found += [command] if command else []
+                command = None  # the rest up to the next separator is not the command's
+            elif command == [] and Path(word).name == "sparkgate" or command:
+                command.append(word)
+            elif command == []:
+                command = None  # another program
+    return found
+
+
+def test_every_console_command_the_images_and_the_stack_run_parses(repo):
+    """The Dockerfiles run the console script at build time and as the entrypoint, the rendered stack as entrypoints
+    and healthchecks: each must parse with the script's own parser (a removed subcommand or option breaks the image
+    build or the stack, which CI finds only when it builds or deploys)."""
+    import yaml
+
+    from sparkgate.bundle import render
+    from sparkgate.profile import loading
+
+    argvs = [a for f in (repo / "Dockerfile", *sorted((repo / "docker").glob("*.Dockerfile")))
+             for a in _console_argvs(f.read_text())]
+    for target in render.TARGETS:
+        compose = yaml.safe_load(render.render_files(loading.load("all-three"), render.RenderOptions(target=target))[
+            "compose.yaml"])
+        for service in compose["services"].values():
+            argvs += [service["entrypoint"]] if service.get("entrypoint", [None])[0] == "sparkgate" else []
+            test = (service.get("healthcheck") or {}).get("test") or []
+            argvs += [test[1:]] if test[:2] == ["CMD", "sparkgate"] else []
+    assert {a[1] for a in argvs} >= {"engine", "build-guard", "sentinel", "gateway", "healthcheck", "--help"}, argvs
+    parser = cli.build_parser()
+    for argv in argvs:
+        if "--help" not in argv:
+            parser.parse_args(argv[1:])  # exits 2, naming the word, on anything the script does not take
+
+
+def test_the_scan_finds_what_a_dockerfile_can_run():
+    text = 'RUN true && sparkgate nope --x 1 \\\n || /opt/venv/bin/sparkgate two\nCMD ["sparkgate", "three"]\n' \
+           'HEALTHCHECK CMD sparkgate four; echo\n# RUN sparkgate five\n'
+    assert _console_argvs(text) == [["sparkgate", "nope", "--x", "1"], ["/opt/venv/bin/sparkgate", "two"],
+                                    ["sparkgate", "three"], ["sparkgate", "four"]]

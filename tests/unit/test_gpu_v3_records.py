@@ -140,8 +140,8 @@ def test_humming_and_marlin_decode_speeds_come_from_one_run_on_one_card():
 
 
 def test_a_marlin_start_cut_short_in_its_capture_is_refused_naming_marlin_from_the_census_at_load():
-    """The lane's first Marlin start (H100, 2026-12-06, 180 s): its log ends in the first decode-graph capture, where
-    Marlin builds its kernel; /server_info never answered, and the probe's census at load still names Marlin."""
+    """The lane's first Marlin start (H100, 2026-12-06), stopped by the lane: its log ends in the first decode-graph
+    capture; /server_info never answered, and the probe's census at load still names Marlin."""
     from sparkgate.bundle import expectations
     from sparkgate.evidence import startup
     from sparkgate.evidence.logs import EngineLog

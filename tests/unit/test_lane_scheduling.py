@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import lane_scope
+from tests.conftest import ONE_WORKER_MODULES, REPO, lane_scope
 
 
 def test_one_worker_lanes_are_one_scope():
@@ -10,11 +10,13 @@ def test_one_worker_lanes_are_one_scope():
     assert lane_scope("tests/fleet/test_rollout.py::test_baseline_to_every_host_is_admitted") == "fleet"
 
 
-def test_a_module_with_a_module_fixture_is_one_scope_and_others_spread_test_by_test():
-    # test_v3_checkpoints builds its checkpoints and imports SGLang in module fixtures: once, on one worker.
+def test_a_listed_module_is_one_scope_and_others_spread_test_by_test():
     built = "tests/unit/test_v3_checkpoints.py"
     assert lane_scope(f"{built}::test_the_build_is_deterministic_and_random_shares_the_target") == built
-    assert lane_scope(f"{built}::test_sglang_fills_every_parameter_of_target_and_draft_from_the_files[bf16-x]") == built
-    spread = "tests/unit/test_cli.py::test_unknown_flag_is_refused"
-    assert lane_scope(spread) == spread
-    assert lane_scope("tests/unit/no_such_file.py::test_x") == "tests/unit/no_such_file.py::test_x"
+    assert lane_scope(f"{built}::test_sglang_fills_every_parameter_of_target_and_draft_from_the_files[a::b]") == built
+    assert lane_scope("tests/unit/no_such_file.py::test_x[1]") == "tests/unit/no_such_file.py::test_x[1]"
+
+
+def test_every_listed_module_exists_and_builds_a_module_fixture():
+    for module in ONE_WORKER_MODULES:
+        assert 'scope="module"' in (REPO / module).read_text(), module

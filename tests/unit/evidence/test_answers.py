@@ -303,12 +303,19 @@ def test_byte_pieces_that_display_alike_are_different_tokens():
     assert token == ["0xe2", -0.2, -0.3, "0xf0"]  # the runner-up is another token, not dropped as the same one
 
 
+class _NeverEncoded(str):
+    """A token text that fails the test if it is encoded (a hostile engine's huge token must not be)."""
+
+    def encode(self, *args, **kwargs):
+        raise AssertionError("encoded")
+
+
 @pytest.mark.parametrize(("piece", "name"), [
     ({"token": "a", "bytes": [97]}, "a"),  # bytes that are the text's: the text
     ({"token": "a", "bytes": [97.0]}, "a"), ({"token": "a", "bytes": [True]}, "a"),  # not a byte list: the text
     ({"token": "a", "bytes": [300]}, "a"), ({"token": "a", "bytes": "a"}, "a"), ({"token": "a", "bytes": [1] * 65}, "a"),
     ({"token": "ab", "bytes": [97]}, "0x61"),  # a byte list that is not the text's: its bytes
-    ({"token": "x" * 10_000_000, "bytes": [120]}, "0x78"),  # longer than its bytes: never the text's, never encoded
+    ({"token": _NeverEncoded("xx"), "bytes": [120]}, "0x78"),  # longer than its bytes: never the text's or encoded
     ({"token": 7, "bytes": [55]}, None),
 ])
 def test_a_token_is_named_by_its_text_unless_valid_bytes_say_otherwise(piece, name):
