@@ -23,7 +23,7 @@ from tests.e2e.conftest import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.compose]
 
-COMMAND = ["docker", "compose", "-f", "compose.yaml", "-f", "compose.sim.yaml", "up", "--build"]
+FILES = ["-f", "compose.yaml", "-f", "compose.sim.yaml"]  # README's `docker compose <FILES> up --build`
 RUNTIME_SERVICES = ("engine", "sentinel", "gateway")  # the services of the sim stack that run the runtime image
 MODEL = "ling-v3-flash-fp4"
 BUDGET_S = 420  # image build (cached layers after the first) + simulated cold start + the sentinel's full proof
@@ -60,16 +60,16 @@ def test_compose_up_build_from_a_fresh_clone_opens_the_gate(clone, tmp_path):
     # The user's command, with one more file that only renames the image it builds: Compose labels what it builds,
     # so under the shared tag it would replace the runtime image the other lanes run and record (the fleet lab's
     # release pins the image id it rolled out).
-    merged = json.loads(subprocess.run(["docker", "compose", *COMMAND[2:6], "config", "--format", "json"], cwd=clone,
+    merged = json.loads(subprocess.run(["docker", "compose", *FILES, "config", "--format", "json"], cwd=clone,
                                        env=env, capture_output=True, text=True, check=True).stdout)["services"]
     shared = load_lock().local_images["sim"]
     assert {n for n, spec in merged.items() if spec.get("image") == shared} == set(RUNTIME_SERVICES), merged.keys()
     tag = f"sparkgate/runtime:clone-test-{os.getpid()}"
     isolate = tmp_path / "isolate.yaml"
     isolate.write_text(json.dumps({"services": {name: {"image": tag} for name in RUNTIME_SERVICES}}))
-    files = [*COMMAND[2:6], "-f", str(isolate)]
+    files = [*FILES, "-f", str(isolate)]
     log = (tmp_path / "compose-up.log").open("w")
-    up = subprocess.Popen(["docker", "compose", "-p", project, *files, *COMMAND[6:]], cwd=clone, env=env,
+    up = subprocess.Popen(["docker", "compose", "-p", project, *files, "up", "--build"], cwd=clone, env=env,
                           stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

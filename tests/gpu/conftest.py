@@ -303,19 +303,15 @@ def pytest_terminal_summary(terminalreporter):
     if not _RESULTS:
         return
     terminalreporter.write_sep("-", "GPU lane launches (start -> ready, verify per profile, decode tok/s)")
+    humming = {}  # launch -> its engine-timed decode speed judged as the humming profile
     for name, result in _RESULTS.items():
         speeds = {p: v.calibration.get("decode_tok_s") for p, v in result.verdicts.items()}
         failing = {p: sorted(gate.failing(v)) for p, v in result.verdicts.items()}
         terminalreporter.write_line(f"{name}: ready {result.startup_s} s, verify {result.verify_s}, decode tok/s "
                                     f"{speeds}, failing {failing}" + (" NEVER SERVED" if result.engine_error else ""))
-    reference = _RESULTS.get("v3-humming-cold")
-    humming = reference and reference.verdicts.get("humming")
-    if humming and humming.calibration.get("decode_tok_s"):
-        # Humming against each runner that served the same checkpoint instead, engine-timed, one run, one GPU.
-        for name, result in _RESULTS.items():
-            other = result.verdicts.get("humming")
-            if name != "v3-humming-cold" and other and other.calibration.get("decode_tok_s"):
-                terminalreporter.write_line(
-                    f"decode ratio humming/{name}: {humming.calibration['decode_tok_s']} / "
-                    f"{other.calibration['decode_tok_s']} = "
-                    f"{humming.calibration['decode_tok_s'] / other.calibration['decode_tok_s']:.2f}")
+        if speeds.get("humming"):
+            humming[name] = speeds["humming"]
+    # Humming against each runner that served the same checkpoint instead, engine-timed, one run, one GPU.
+    reference = humming.pop("v3-humming-cold", None)
+    for name, speed in humming.items() if reference else ():
+        terminalreporter.write_line(f"decode ratio humming/{name}: {reference} / {speed} = {reference / speed:.2f}")
