@@ -12,7 +12,8 @@ from typing import Any
 
 from sparkgate.bundle import expectations as expectations_mod
 from sparkgate.evidence import logs
-from sparkgate.evidence.recording import Recording, RecordingClient
+from sparkgate.evidence.logs import EngineLog
+from sparkgate.evidence.recording import Recording, RecordingClient, ReplayClient, ReplayMismatch
 from sparkgate.evidence.results import CheckResult, Verdict
 from sparkgate.evidence.verify import verify
 from sparkgate.profile import loading as profiles
@@ -37,13 +38,34 @@ def expectations_for(profile: str, engine: RealEngine, **engine_fields: Any) -> 
 # Every verdict's recording, by the verdict's id (session fixtures keep the verdicts alive): the capture test
 # (test_gate_verdicts.py) turns each into a capture file and replays it.
 RECORDINGS: dict[int, tuple[str, Recording, list[str], dict[str, str]]] = {}
+# The last live verification's evidence per server start (its run directory): (calibrate, log, exchanges).
+EVIDENCE: dict[str, tuple[bool, EngineLog, tuple]] = {}
 
 
 def verdict(engine: RealEngine, profile: str, *, calibrate: bool = True, **engine_fields: Any) -> Verdict:
+    """The product's verify on `engine` with `profile`'s expectations. A second profile on the same running server is
+    judged on the evidence the server gave the first (the product's replay, `sparkgate verify --replay`): verify is
+    gather (every request) then checks (pure), so this is the same verdict whenever the profile asks the same
+    requests; one that asks others (ReplayMismatch) is verified live. Each live verification costs 30-40 s on CPU."""
     expectations = expectations_for(profile, engine, **engine_fields)
+    earlier = EVIDENCE.get(str(engine.run_dir))
+    if earlier is not None and earlier[0] == calibrate:
+        client = ReplayClient(engine.url, exchanges=earlier[2])
+        try:
+            result = verify(engine.url, expectations, earlier[1], calibrate=calibrate, client=client)
+            if client.unused == 0:
+                return _kept(engine, profile, client, expectations, earlier[1], result, calibrate)
+        except ReplayMismatch:
+            pass
     log = logs.from_file(str(engine.log_path))
     client = RecordingClient(engine.url)
     result = verify(engine.url, expectations, log, calibrate=calibrate, client=client)
+    EVIDENCE[str(engine.run_dir)] = (calibrate, log, tuple(client.exchanges))
+    return _kept(engine, profile, client, expectations, log, result, calibrate)
+
+
+def _kept(engine: RealEngine, profile: str, client, expectations: dict, log: EngineLog, result: Verdict,
+          calibrate: bool) -> Verdict:
     # The launch's own env only: the engine process also inherits the test runner's, which is not the launch's.
     env = {**engine.launch.env, "SGLANG_PLUGINS": engine.env.get("SGLANG_PLUGINS", "")}
     RECORDINGS[id(result)] = (profile, Recording.of(client, expectations, log, result, calibrate=calibrate),

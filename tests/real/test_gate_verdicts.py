@@ -129,8 +129,8 @@ SHIPPED = "all-three as shipped"  # the profile as shipped: only the tiny checkp
 
 
 def _speculation_verdicts(engine: RealEngine, expected: dict, name: str, *profiles: str) -> dict[str, Verdict]:
-    """`name / profile` -> the verdict, for the profiles the tests below read on this engine (each a whole verification
-    with its answers: 30-40 s on CPU)."""
+    """`name / profile` -> the verdict, for the profiles the tests below read on this engine: the first verified live
+    (30-40 s on CPU with its answers), the others on the evidence it gathered (gate.verdict)."""
     # The first speculative request on CPU builds torch inductor's C++ (seconds): not the gate's to time.
     engine.generate("warm up", max_new_tokens=8)
     return {f"{name} / {profile}": gate.verdict(engine, "all-three") if profile == SHIPPED
