@@ -17,6 +17,7 @@ stale entry. `python -m tests.unit.test_declared_reads FACT...` prints what move
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import string
@@ -76,17 +77,15 @@ def _rendering(fmt: str) -> str | None:
     return None
 
 
-def _judge(captured: list, mutate: str, injects: list[str | None]) -> list[dict]:
-    """In a child: change `mutate` (a fact, or BASELINE), import the checks, re-judge every capture once per entry of
-    `injects` (None: as recorded; a line: appended to each capture's log)."""
+def _judge(captured: list, mutate: str, lines: list[str]) -> list[dict]:
+    """In a child: change `mutate` (a fact, or BASELINE), import the checks, re-judge every capture as recorded, then
+    once more per line of `lines` appended to each capture's log: [as recorded, *with each line]."""
     if mutate != BASELINE and not mutate.startswith("probe."):
         section, key = mutate.split(".", 1)
         changed = copy.deepcopy(conformance.fixture())
         changed[section][key]["text"] = MUTATION + changed[section][key]["text"]
         conformance.fixture = lambda: changed  # the accessors call fixture() through the module global
     from sparkgate.bundle import expectations
-    from sparkgate.evidence import capture
-    from sparkgate.evidence.recording import ReplayMismatch
     from sparkgate.profile import loading
 
     profiles: dict = {}
@@ -111,22 +110,56 @@ def _judge(captured: list, mutate: str, injects: list[str | None]) -> list[dict]
             recording = recording.model_copy(update={"exchanges": [_without_field(e, mutate[6:])
                                                                    for e in recording.exchanges]})
         recordings.append((name, one, recording))
-    results = []
-    for inject in injects:
-        out: dict = {}
+    # A line changes only the log, and what a replay gathers does not depend on the log (gather keeps it, the checks
+    # read it): each replay gathers once, and each line re-runs the checks on that evidence with the line in its log.
+    # The first line is also judged by whole replays, which must agree, else this shortcut would be wrong.
+    evidence: dict = {}
+    results = [_verdicts(recordings, None, keep=evidence)]
+    for at, line in enumerate(lines):
+        results.append(_verdicts(recordings, line, evidence=evidence))
+        if at == 0:
+            assert results[-1] == _verdicts(recordings, line), "a line in the log changed what a replay gathers"
+    return results
+
+
+def _verdicts(recordings: list, line: str | None, *, keep: dict | None = None, evidence: dict | None = None) -> dict:
+    """capture -> {check: its (passed, observed, expected)}, None where the replay refuses. `keep`: filled with each
+    replay's evidence; `evidence`: such evidence, whose checks run again (a capture without any is replayed whole)."""
+    from sparkgate.evidence import capture
+    from sparkgate.evidence import verify as verify_mod
+    from sparkgate.evidence.recording import ReplayMismatch
+
+    out: dict = {}
+    gathered: list = []
+    real_gather = verify_mod.gather
+    if keep is not None:
+        verify_mod.gather = lambda *a, **k: gathered.append(real_gather(*a, **k)) or gathered[-1]
+    try:
         for name, one, recording in recordings:
-            if inject is not None:
+            if line is not None:
                 recording = recording.model_copy(update={"log_text": (recording.log_text or "")
-                                                         + f"\n[2025-01-01 00:00:00] {inject}\n"})
+                                                         + f"\n[2025-01-01 00:00:00] {line}\n"})
+            if evidence is not None and name in evidence:
+                checks = verify_mod.run_checks(dataclasses.replace(evidence[name], log=recording.log()))
+                out[name] = _outcomes([c.as_dict() for c in checks])
+                continue
+            gathered.clear()
             try:
-                verdict = capture.rejudge(one.model_copy(update={"recording": recording})).as_dict()
+                verdict = capture.rejudge(one.model_copy(update={"recording": recording}))
             except ReplayMismatch:
                 out[name] = None
                 continue
-            out[name] = {c["name"]: json.dumps([c["passed"], c["observed"], c["expected"]], sort_keys=True, default=str)
-                         for c in verdict["checks"]}
-        results.append(out)
-    return results
+            out[name] = _outcomes(verdict.as_dict()["checks"])
+            if keep is not None and len(gathered) == 1:
+                keep[name] = gathered[0]
+    finally:
+        verify_mod.gather = real_gather
+    return out
+
+
+def _outcomes(checks: list[dict]) -> dict[str, str]:
+    return {c["name"]: json.dumps([c["passed"], c["observed"], c["expected"]], sort_keys=True, default=str)
+            for c in checks}
 
 
 def _without_field(exchange, field: str):
@@ -140,13 +173,13 @@ def _without_field(exchange, field: str):
     return exchange.model_copy(update={"text": json.dumps(info)})
 
 
-def _in_child(captured: list, mutate: str, injects: list[str | None]) -> list[dict]:
+def _in_child(captured: list, mutate: str, lines: list[str]) -> list[dict]:
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         os.close(read)
         try:
-            data = json.dumps(_judge(captured, mutate, injects)).encode()
+            data = json.dumps(_judge(captured, mutate, lines)).encode()
         except BaseException as exc:  # noqa: BLE001 - any failure goes back to the parent as data
             data = json.dumps({"__error__": f"{type(exc).__name__}: {exc}"}).encode()
         with os.fdopen(write, "wb") as pipe:
@@ -182,12 +215,12 @@ def worker(facts: list[str]) -> dict:
     # too. Always, not only when the change moved nothing: one check may match the line while another counts its absence.
     lines = {fact: line for fact in facts if fact.startswith("log_formats.")
              and (line := _rendering(conformance.log_format(fact.partition(".")[2]))) is not None}
-    base, *injected = _in_child(captured, BASELINE, [None, *lines.values()])  # the unchanged checks, in one child
+    base, *injected = _in_child(captured, BASELINE, list(lines.values()))  # the unchanged checks, in one child
     injected_base = dict(zip(lines, injected, strict=True))
     result: dict = {"__exercised__": sorted({c for checks in base.values() if checks for c in checks})}
     for fact in facts:
         line = lines.get(fact)
-        plain, *with_line = _in_child(captured, fact, [None] if line is None else [None, line])
+        plain, *with_line = _in_child(captured, fact, [] if line is None else [line])
         moved, mismatch = _moved(base, plain)
         if with_line:
             moved |= _moved(injected_base[fact], with_line[0])[0]
