@@ -165,7 +165,7 @@ def _one(client: EngineClient, index: int, max_new_tokens: int, budget_s: float,
     tokens = request_timing.count(meta, COMPLETION_TOKENS)
     outcome.completion_tokens = tokens or 0
     if first is not None and last is not None:
-        outcome.client_ttft_wall_s = round(first - sent, 4)
+        outcome.client_ttft_wall_s = round(first, 4)  # the stream's offsets: seconds since it was sent
         outcome.client_decode_wall_s = round(last - first, 4)
     outcome.spec_verify_ct = request_timing.count(meta, SPEC_VERIFY_CT)
     accept = meta.get(SPEC_ACCEPT_LENGTH)

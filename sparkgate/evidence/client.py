@@ -123,8 +123,10 @@ class EngineClient:
         return read()
 
     def stream_generate(self, body: dict, timeout: float) -> Iterator[tuple[float, dict]]:
-        """POST /generate with stream=true; yields (monotonic arrival time, chunk) per SSE event."""
+        """POST /generate with stream=true; yields (seconds since the request was sent, chunk) per SSE event. Offsets,
+        not clock readings: a recording keeps them, and its replay yields exactly the floats the live run did."""
         request = self._request("POST", "/generate", {**body, "stream": True})
+        sent = time.monotonic()
         try:
             response = urllib.request.urlopen(request, timeout=timeout)
         except urllib.error.HTTPError as exc:
@@ -144,7 +146,7 @@ class EngineClient:
                 if payload == "[DONE]":
                     return
                 try:
-                    yield arrived, json.loads(payload)
+                    yield arrived - sent, json.loads(payload)
                 except (ValueError, RecursionError):
                     raise EngineUnreachable(f"POST /generate: bad stream chunk {payload[:80]!r}") from None
 

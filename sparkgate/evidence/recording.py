@@ -234,11 +234,11 @@ class RecordingClient(EngineClient):
         chunks: list[tuple[float, dict[str, Any]]] = []
         try:
             for arrived, chunk in super().stream_generate(body, timeout):
-                offset = round(arrived - sent, 6)
+                offset = round(arrived, 6)
                 chunks.append((offset, chunk))
-                # The arrival as the recording keeps it: the live verdict reads the same microseconds a replay will
-                # (the raw clock's sub-microsecond part could tip a rounded figure across its last digit).
-                yield sent + offset, chunk
+                # The offset as the recording keeps it: the live verdict reads the same float a replay will (the raw
+                # clock's sub-microsecond part could tip a rounded figure across its last digit).
+                yield offset, chunk
         except EngineUnreachable as exc:
             self._keep(sent, call="stream", path="/generate", body=body, chunks=chunks, error=str(exc),
                        timed_out=exc.timed_out)
@@ -307,7 +307,7 @@ class ReplayClient(EngineClient):
         sent = self.now[0]
         for offset, chunk in recorded.chunks or []:
             self.now[0] = max(self.now[0], sent + offset)
-            yield sent + offset, chunk
+            yield offset, chunk
         self.now[0] = max(self.now[0], sent + (recorded.seconds or 0.0))
         if recorded.error is not None:
             raise EngineUnreachable(recorded.error, recorded.timed_out)

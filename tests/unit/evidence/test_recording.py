@@ -178,3 +178,27 @@ def test_a_verification_cut_short_by_its_wall_clock_replays_to_the_same_cut(tmp_
     again = replay(recording).as_dict()
     assert len(again["calibration"]["requests"]) == len(sent) and again["calibration"]["budget_exhausted"]
     assert outcomes(again) == outcomes(recording.verdict)
+
+
+def test_the_client_timing_replays_to_the_same_digits_whatever_the_clock(monkeypatch):
+    """Chunks arriving on rounding boundaries of the shown figures, read by a clock far from zero: the live figures
+    and the replayed ones are the same floats (a live sum of clock and offset once moved a digit, CI 2026-12-07)."""
+    from sparkgate.evidence import calibration
+    from sparkgate.evidence.client import EngineClient
+    from sparkgate.evidence.recording import ReplayClient
+
+    meta = {"completion_tokens": 4, "finish_reason": {"type": "length"}, "first_token_latency": 0.01,
+            "e2e_latency": 0.04}
+    offsets = (0.01235, 0.02345, 0.03455, 0.24215)
+    ticks = iter(123456.789012345 + 0.3 * n for n in range(100))
+    monkeypatch.setattr(EngineClient, "clock", lambda self: next(ticks))
+    monkeypatch.setattr(EngineClient, "stream_generate", lambda self, body, timeout: iter(
+        [(o, {"meta_info": meta if at == len(offsets) - 1 else {}}) for at, o in enumerate(offsets)]))
+    live_client = RecordingClient("http://127.0.0.1:9")
+    live = calibration.run(live_client, 1, 4, 10.0, 1.0)
+    replayed = calibration.run(ReplayClient("http://127.0.0.1:9", exchanges=tuple(live_client.exchanges)), 1, 4, 10.0,
+                               1.0)
+    shown = [(r.client_ttft_wall_s, r.client_decode_wall_s) for r in live.completed]
+    assert shown == [(r.client_ttft_wall_s, r.client_decode_wall_s) for r in replayed.completed] == [
+        (round(0.01235, 4), round(0.24215 - 0.01235, 4))]
+    assert live.as_dict() == replayed.as_dict()
