@@ -38,29 +38,35 @@ def expectations_for(profile: str, engine: RealEngine, **engine_fields: Any) -> 
 # Every verdict's recording, by the verdict's id (session fixtures keep the verdicts alive): the capture test
 # (test_gate_verdicts.py) turns each into a capture file and replays it.
 RECORDINGS: dict[int, tuple[str, Recording, list[str], dict[str, str]]] = {}
-# The last live verification's evidence per server start (its run directory): (calibrate, log, exchanges).
-EVIDENCE: dict[str, tuple[bool, EngineLog, tuple]] = {}
+# The last live verification's evidence per running server (its run directory and pid): (calibrate, log, exchanges).
+EVIDENCE: dict[tuple[str, int], tuple[bool, EngineLog, tuple]] = {}
+# The ids of verdicts judged on an earlier verification's evidence: the capture test replays only the live ones.
+REPLAYED: set[int] = set()
 
 
-def verdict(engine: RealEngine, profile: str, *, calibrate: bool = True, **engine_fields: Any) -> Verdict:
-    """The product's verify on `engine` with `profile`'s expectations. A second profile on the same running server is
-    judged on the evidence the server gave the first (the product's replay, `sparkgate verify --replay`): verify is
-    gather (every request) then checks (pure), so this is the same verdict whenever the profile asks the same
-    requests; one that asks others (ReplayMismatch) is verified live. Each live verification costs 30-40 s on CPU."""
+def verdict(engine: RealEngine, profile: str, *, calibrate: bool = True, live: bool = False,
+            **engine_fields: Any) -> Verdict:
+    """The product's verify on `engine` with `profile`'s expectations. Unless `live`, a second profile on the same
+    running server is judged on the evidence the server gave the first verification (the product's replay, as
+    `sparkgate verify --replay`): the verdict that profile gets when it verifies the server first. Verify is gather
+    (every request) then checks (pure), so a profile that asks other requests (ReplayMismatch) is verified live. A
+    live verification costs 30-40 s on CPU; `live` verifies a server that has served one already."""
     expectations = expectations_for(profile, engine, **engine_fields)
-    earlier = EVIDENCE.get(str(engine.run_dir))
+    key = (str(engine.run_dir), engine.proc.pid if engine.proc else 0)
+    earlier = None if live or not engine.running else EVIDENCE.get(key)
     if earlier is not None and earlier[0] == calibrate:
         client = ReplayClient(engine.url, exchanges=earlier[2])
         try:
             result = verify(engine.url, expectations, earlier[1], calibrate=calibrate, client=client)
             if client.unused == 0:
+                REPLAYED.add(id(result))
                 return _kept(engine, profile, client, expectations, earlier[1], result, calibrate)
         except ReplayMismatch:
             pass
     log = logs.from_file(str(engine.log_path))
     client = RecordingClient(engine.url)
     result = verify(engine.url, expectations, log, calibrate=calibrate, client=client)
-    EVIDENCE[str(engine.run_dir)] = (calibrate, log, tuple(client.exchanges))
+    EVIDENCE[key] = (calibrate, log, tuple(client.exchanges))
     return _kept(engine, profile, client, expectations, log, result, calibrate)
 
 

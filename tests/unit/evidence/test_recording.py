@@ -3,6 +3,7 @@ not hold what the code asks for is refused, never judged on made-up evidence."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -202,3 +203,16 @@ def test_the_client_timing_replays_to_the_same_digits_whatever_the_clock(monkeyp
     assert shown == [(r.client_ttft_wall_s, r.client_decode_wall_s) for r in replayed.completed] == [
         (round(0.01235, 4), round(0.24215 - 0.01235, 4))]
     assert live.as_dict() == replayed.as_dict()
+
+
+def test_the_engine_client_yields_each_chunk_as_seconds_since_its_send(monkeypatch):
+    """What the recording and the calibration read: offsets from the send, never readings of the monotonic clock."""
+    from sparkgate.evidence import client as client_mod
+
+    clock = iter([5000.25, 5000.5, 5001.0])  # the send, then each chunk's arrival
+    monkeypatch.setattr(client_mod.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(client_mod.urllib.request, "urlopen", lambda request, timeout: contextlib.nullcontext())
+    monkeypatch.setattr(client_mod, "_sse_lines", lambda response: [
+        (client_mod.time.monotonic(), b'data: {"text": "a"}'), (client_mod.time.monotonic(), b"data: [DONE]")])
+    chunks = list(client_mod.EngineClient("http://127.0.0.1:9").stream_generate({"text": "q"}, timeout=1.0))
+    assert chunks == [(0.25, {"text": "a"})]
