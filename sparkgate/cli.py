@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from sparkgate import commands, defaults
+from sparkgate import defaults
 from sparkgate.errors import run_cli
 
 EXIT_INVALID = 1
@@ -43,6 +43,8 @@ def cmd_build_guard(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from sparkgate import commands  # not at import: the healthcheck runs this script every few seconds per container
+
     if args.replay:
         commands.replay_capture(args.replay, json_out=args.json, engine_url=args.engine_url, profile=args.profile,
                                 expectations=args.expectations, log_file=args.log_file, container=args.container,
