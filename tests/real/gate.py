@@ -9,16 +9,17 @@ would judge a Spark.
 from __future__ import annotations
 
 from typing import Any
+from unittest import mock
 
 from sparkgate.bundle import expectations as expectations_mod
-from sparkgate.evidence import logs
+from sparkgate.evidence import answers, logs
 from sparkgate.evidence.logs import EngineLog
 from sparkgate.evidence.recording import Recording, RecordingClient, ReplayClient, ReplayMismatch
 from sparkgate.evidence.results import CheckResult, Verdict
 from sparkgate.evidence.verify import verify
 from sparkgate.profile import loading as profiles
 from sparkgate.sglang import flags as F
-from tests.real.engine import RealEngine
+from tests.real.engine import REQUEST_TIMEOUT_S, RealEngine
 
 
 def expectations_for(profile: str, engine: RealEngine, **engine_fields: Any) -> dict:
@@ -65,7 +66,11 @@ def verdict(engine: RealEngine, profile: str, *, calibrate: bool = True, live: b
             pass
     log = logs.from_file(str(engine.log_path))
     client = RecordingClient(engine.url)
-    result = verify(engine.url, expectations, log, calibrate=calibrate, client=client)
+    # A tiny CPU engine's cold answer (over 600 tokens with the retry's room, NEXTN verifying on CPU) shares CI's two
+    # cores with two other lanes: it once ran past a Spark's 30 s bound (CI, 2026-12-07). The lane bounds each answer as
+    # it bounds its own requests; no figure a check judges changes (they are the engine's own accounting).
+    with mock.patch.object(answers, "REQUEST_TIMEOUT_S", REQUEST_TIMEOUT_S):
+        result = verify(engine.url, expectations, log, calibrate=calibrate, client=client)
     EVIDENCE[key] = (calibrate, log, tuple(client.exchanges))
     return _kept(engine, profile, client, expectations, log, result, calibrate)
 
