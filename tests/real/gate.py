@@ -45,6 +45,13 @@ EVIDENCE: dict[tuple[str, int], tuple[bool, EngineLog, tuple]] = {}
 REPLAYED: set[int] = set()
 
 
+def cpu_answer_bound():
+    """The gate's answers bounded as the lane bounds its own requests, not by a Spark's 30 s: a tiny CPU engine's cold
+    answer (over 600 tokens with the retry's room, NEXTN verifying on CPU) shares CI's two cores with two other lanes,
+    and once ran past 30 s (CI, 2026-12-07). No figure a check judges changes (they are the engine's own accounting)."""
+    return mock.patch.object(answers, "REQUEST_TIMEOUT_S", REQUEST_TIMEOUT_S)
+
+
 def verdict(engine: RealEngine, profile: str, *, calibrate: bool = True, live: bool = False,
             **engine_fields: Any) -> Verdict:
     """The product's verify on `engine` with `profile`'s expectations. Unless `live`, a second profile on the same
@@ -66,10 +73,7 @@ def verdict(engine: RealEngine, profile: str, *, calibrate: bool = True, live: b
             pass
     log = logs.from_file(str(engine.log_path))
     client = RecordingClient(engine.url)
-    # A tiny CPU engine's cold answer (over 600 tokens with the retry's room, NEXTN verifying on CPU) shares CI's two
-    # cores with two other lanes: it once ran past a Spark's 30 s bound (CI, 2026-12-07). The lane bounds each answer as
-    # it bounds its own requests; no figure a check judges changes (they are the engine's own accounting).
-    with mock.patch.object(answers, "REQUEST_TIMEOUT_S", REQUEST_TIMEOUT_S):
+    with cpu_answer_bound():
         result = verify(engine.url, expectations, log, calibrate=calibrate, client=client)
     EVIDENCE[key] = (calibrate, log, tuple(client.exchanges))
     return _kept(engine, profile, client, expectations, log, result, calibrate)

@@ -323,7 +323,8 @@ def thinker_answers(real_engines, thinker_launches) -> dict[str, tuple[answers.A
         engine = real_engines.get(launch)
         want = {"engine": {"served_model_name": launch.served_model_name}, "time_scale": 1.0, "requested": [],
                 "answers": {"set_version": answers.answer_set_mod.SET_VERSION, "baseline": None}}
-        result = answers.run(EngineClient(engine.url), want, 1.0)
+        with gate.cpu_answer_bound():
+            result = answers.run(EngineClient(engine.url), want, 1.0)
         question = answers.answer_set_mod.load().questions[0]
         body = {"model": launch.served_model_name, "messages": answers.answer_set_mod.load().messages(question),
                 "temperature": 0, "max_tokens": 128, "chat_template_kwargs": {"enable_thinking": True}}
