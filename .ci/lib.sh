@@ -136,3 +136,24 @@ down_sparkgate_projects() {
     echo "removed compose project $project"
   done
 }
+
+# Where the tests' CPU went: CI's two cores are busy nearly all the test step, so its time is the suite's CPU time
+# over two. The kernel's process accounting (acct) keeps each ended process's CPU; the report sums it by command.
+# Best-effort: without accounting in the kernel it says so and CI goes on.
+cpu_accounting_on() {
+  : >"$1" && accton "$1" >/dev/null 2>&1 && echo "process accounting on ($1)" \
+    || echo "process accounting unavailable here: no CPU-by-command table at the end"
+}
+
+cpu_accounting_report() {
+  [ -s "$1" ] || return 0
+  accton off >/dev/null 2>&1 || true
+  printf '\n== CPU seconds by command (process accounting, from the tests step on)\n'
+  dump-acct "$1" 2>/dev/null | awk -F'|' '
+    { name = $1; sub(/ +$/, "", name); cpu[name] += $3 + $4; n[name]++; total += $3 + $4 }
+    END {
+      for (name in cpu) printf "%8.0f s %7d  %s\n", cpu[name] / 100, n[name], name | "sort -rn | head -15"
+      close("sort -rn | head -15")
+      printf "%8.0f s  all processes\n", total / 100
+    }'
+}
