@@ -13,8 +13,7 @@ from unittest import mock
 
 from sparkgate.bundle import expectations as expectations_mod
 from sparkgate.evidence import answers, logs
-from sparkgate.evidence.logs import EngineLog
-from sparkgate.evidence.recording import Recording, RecordingClient, ReplayClient, ReplayMismatch
+from sparkgate.evidence.recording import Recording, RecordingClient, ReplayMismatch, replay
 from sparkgate.evidence.results import CheckResult, Verdict
 from sparkgate.evidence.verify import verify
 from sparkgate.profile import loading as profiles
@@ -39,8 +38,8 @@ def expectations_for(profile: str, engine: RealEngine, **engine_fields: Any) -> 
 # Every verdict's recording, by the verdict's id (session fixtures keep the verdicts alive): the capture test
 # (test_gate_verdicts.py) turns each into a capture file and replays it.
 RECORDINGS: dict[int, tuple[str, Recording, list[str], dict[str, str]]] = {}
-# The last live verification's evidence per running server (its run directory and pid): (calibrate, log, exchanges).
-EVIDENCE: dict[tuple[str, int], tuple[bool, EngineLog, tuple]] = {}
+# The last live verification's recording per running server (its run directory and pid).
+EVIDENCE: dict[tuple[str, int], Recording] = {}
 # The ids of verdicts judged on an earlier verification's evidence: the capture test replays only the live ones.
 REPLAYED: set[int] = set()
 
@@ -62,29 +61,27 @@ def verdict(engine: RealEngine, profile: str, *, calibrate: bool = True, live: b
     expectations = expectations_for(profile, engine, **engine_fields)
     key = (str(engine.run_dir), engine.proc.pid if engine.proc else 0)
     earlier = None if live or not engine.running else EVIDENCE.get(key)
-    if earlier is not None and earlier[0] == calibrate:
-        client = ReplayClient(engine.url, exchanges=earlier[2])
+    if earlier is not None and earlier.calibrate == calibrate:
+        asked = earlier.model_copy(update={"expectations": expectations})
         try:
-            result = verify(engine.url, expectations, earlier[1], calibrate=calibrate, client=client)
-            if client.unused == 0:
-                REPLAYED.add(id(result))
-                return _kept(engine, profile, client, expectations, earlier[1], result, calibrate)
+            result = replay(asked)
         except ReplayMismatch:
             pass
+        else:
+            REPLAYED.add(id(result))
+            return _kept(engine, profile, asked.model_copy(update={"verdict": result.as_dict()}), result)
     log = logs.from_file(str(engine.log_path))
     client = RecordingClient(engine.url)
     with cpu_answer_bound():
         result = verify(engine.url, expectations, log, calibrate=calibrate, client=client)
-    EVIDENCE[key] = (calibrate, log, tuple(client.exchanges))
-    return _kept(engine, profile, client, expectations, log, result, calibrate)
+    EVIDENCE[key] = Recording.of(client, expectations, log, result, calibrate=calibrate)
+    return _kept(engine, profile, EVIDENCE[key], result)
 
 
-def _kept(engine: RealEngine, profile: str, client, expectations: dict, log: EngineLog, result: Verdict,
-          calibrate: bool) -> Verdict:
+def _kept(engine: RealEngine, profile: str, recording: Recording, result: Verdict) -> Verdict:
     # The launch's own env only: the engine process also inherits the test runner's, which is not the launch's.
     env = {**engine.launch.env, "SGLANG_PLUGINS": engine.env.get("SGLANG_PLUGINS", "")}
-    RECORDINGS[id(result)] = (profile, Recording.of(client, expectations, log, result, calibrate=calibrate),
-                              engine.argv[1:], env)
+    RECORDINGS[id(result)] = (profile, recording, engine.argv[1:], env)
     return result
 
 
