@@ -7,8 +7,9 @@
 
 The server runs from this venv's interpreter on 127.0.0.1 and a free port, with stdout and stderr in
 one log file. The test-only stand-ins (tests/real/stand_ins: the `sgl_kernel` stand-in and the
-`sparkgate_cpu_platform` plugin with a generated dist-info) are copied into a per-launch directory
-that only the server's PYTHONPATH names: the pytest process never imports them.
+`sparkgate_cpu_platform` plugin with a generated dist-info, and a `sitecustomize` that starts SGLang's
+scheduler and detokenizer by fork instead of spawn, half a launch's CPU) are copied into a per-launch
+directory that only the server's PYTHONPATH names: the pytest process never imports them.
 """
 
 from __future__ import annotations
