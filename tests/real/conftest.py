@@ -77,17 +77,20 @@ def product_engine_env() -> dict[str, str]:
 @pytest.fixture(scope="session")
 def bailing_launch(tiny_bailing_v2_path) -> Launch:
     """The tiny BailingMoeV2 (dummy weights) without speculation, with the product's engine env: the reference for
-    NEXTN outputs."""
+    NEXTN outputs. It starts SGLang's children as SGLang does (spawn), unlike the lane's other launches (forked,
+    engine.Launch.spawn_children): its probe report and its verdict's probe checks prove that the probe loads and
+    reports in a freshly started scheduler, not only in one that inherits the launcher's plugins."""
     return Launch(
         model_path=tiny_bailing_v2_path, served_model_name=TINY_BAILING_NAME, max_running_requests=1,
-        extra_args=DUMMY_WEIGHTS_ARGS, env=product_engine_env(),
+        extra_args=DUMMY_WEIGHTS_ARGS, env=product_engine_env(), spawn_children=True,
     )
 
 
 @pytest.fixture(scope="session")
 def nextn_launch(bailing_launch) -> Launch:
     """The same model with NEXTN speculation (its own MTP layer as the draft), via the CPU platform plugin."""
-    return dataclasses.replace(bailing_launch, extra_args=(*bailing_launch.extra_args, *NEXTN_ARGS), cpu_amx=True)
+    return dataclasses.replace(bailing_launch, extra_args=(*bailing_launch.extra_args, *NEXTN_ARGS), cpu_amx=True,
+                               spawn_children=False)
 
 
 @pytest.fixture

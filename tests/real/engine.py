@@ -129,6 +129,9 @@ class Launch:
     # Top-level packages made unimportable for the server (a package first on its path that raises ImportError):
     # an image that lacks one, e.g. humming-kernels.
     unimportable: tuple[str, ...] = ()
+    # SGLang's own start of its scheduler and detokenizer (spawn: fresh interpreters). Otherwise the lane forks them
+    # from the launcher (stand_ins/sitecustomize.py): the same code and environment at half the launch's CPU.
+    spawn_children: bool = False
 
     @property
     def plugins(self) -> list[str]:
@@ -155,10 +158,11 @@ def _clean_environ() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
 
 
-def write_site_dir(site: Path) -> Path:
+def write_site_dir(site: Path, spawn_children: bool = False) -> Path:
     """The server's private PYTHONPATH entry: a copy of the stand-ins and the dist-info that makes the
     test platform plugin discoverable as an `sglang.srt.plugins` entry point (no install)."""
-    shutil.copytree(STAND_INS, site, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+    skip = ("__pycache__", "sitecustomize.py") if spawn_children else ("__pycache__",)
+    shutil.copytree(STAND_INS, site, ignore=shutil.ignore_patterns(*skip), dirs_exist_ok=True)
     dist_info = site / f"{CPU_PLATFORM_PLUGIN}-0.0.0.dist-info"
     dist_info.mkdir(exist_ok=True)
     (dist_info / "METADATA").write_text(
@@ -249,7 +253,7 @@ class RealEngine:
             python_path = [str(write_cuda_site_dir(run_dir / "site")), *sglang_site()]
             base_env = {k: v for k, v in BASE_ENV.items() if k != "SGLANG_USE_CPU_ENGINE"}
         else:
-            python_path, base_env = [str(write_site_dir(run_dir / "site"))], BASE_ENV
+            python_path, base_env = [str(write_site_dir(run_dir / "site", launch.spawn_children))], BASE_ENV
         for name in launch.unimportable:
             shadow = Path(python_path[0]) / name / "__init__.py"
             shadow.parent.mkdir(parents=True, exist_ok=True)

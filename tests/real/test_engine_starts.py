@@ -13,6 +13,7 @@ import re
 import pytest
 
 from sparkgate_probe.hooks import HOOK_TARGETS
+from tests.real import engine as engine_mod
 
 pytestmark = pytest.mark.real
 
@@ -148,6 +149,21 @@ def test_moe_probe_report_without_speculation(bailing_reference, bailing_engine)
     # CPU, where the layer runs its torch-native path.
     assert report["target"]["moe_layers"] == {"UnquantizedFusedMoEMethod/triton": 1}
     assert report["draft"] is None and report["lm_head_sharing"] is None
+
+
+# SGLang warns once per process that imports its quantization layers: the launcher, and each child it spawns.
+_IMPORTED_SGLANG = "UserWarning: Only CUDA, HIP and XPU support AWQ currently."
+
+
+def test_children_start_as_the_launch_asks(bailing_engine):
+    """This launch's scheduler and detokenizer start as SGLang starts them (spawn: each imports SGLang again), so
+    the probe report above came from a fresh scheduler; the lane's other launches fork them from the launcher
+    (engine.Launch.spawn_children), which imports it alone."""
+    assert bailing_engine.launch.spawn_children
+    assert bailing_engine.log_path.read_text(errors="replace").count(_IMPORTED_SGLANG) == 3
+    forked = [e for e in engine_mod.STARTED if e.startup_s is not None and not e.launch.spawn_children]
+    assert all(e.log_path.read_text(errors="replace").count(_IMPORTED_SGLANG) == 1 for e in forked), \
+        [(e.launch.served_model_name, e.log_path) for e in forked]
 
 
 # -- the same model with NEXTN speculation (intel_amx backend via the test platform plugin) ------------

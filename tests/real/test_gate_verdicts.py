@@ -160,7 +160,7 @@ def nextn_on_verdicts(real_engines, nextn_launch, bailing_identity) -> dict[str,
 def humming_verdicts(real_engines, bailing_launch, bailing_identity) -> dict[str, Verdict]:
     """Humming asked for on an engine that cannot run it (no humming-kernels, no GPU): SGLang takes the flag."""
     humming = dataclasses.replace(bailing_launch, extra_args=(*bailing_launch.extra_args, "--moe-runner-backend",
-                                                               "humming"))
+                                                               "humming"), spawn_children=False)
     return {"humming requested / humming-fp8": judged(real_engines.get(humming), "humming-fp8", bailing_identity)}
 
 
