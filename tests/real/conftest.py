@@ -126,7 +126,7 @@ def launch_lines() -> list[str]:
                      f"extra args: {flags}")
     launches = [engine.launch for engine in engine_mod.STARTED]
     repeated = {str(launch.served_model_name): launches.count(launch) for launch in launches if launches.count(launch) > 1}
-    if repeated:  # the ordering below failed to keep a launch's tests together (each start costs 30-60 s)
+    if repeated:  # the ordering below failed to keep a launch's tests together (each start costs 12-25 s)
         lines.append(f"started more than once: {repeated}; see LAUNCH_BLOCKS in tests/real/conftest.py")
     return lines
 
@@ -150,7 +150,7 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(line)
 
 
-# One server at a time, and a start costs 30-60 s: the lane's tests are ordered by the launch they need, so each
+# One server at a time, and a start costs 12-25 s: the lane's tests are ordered by the launch they need, so each
 # launch starts once. A test belongs to the last block among the launches its fixtures start (the earlier ones
 # are cached, session-scoped, by then); within a block the order is the modules', then the file's. The lifecycle
 # tests start their own servers and need the slot empty, so tests that need no launch come first.
