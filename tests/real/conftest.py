@@ -78,8 +78,8 @@ def product_engine_env() -> dict[str, str]:
 def bailing_launch(tiny_bailing_v2_path) -> Launch:
     """The tiny BailingMoeV2 (dummy weights) without speculation, with the product's engine env: the reference for
     NEXTN outputs. It starts SGLang's children as SGLang does (spawn), unlike the lane's other launches (forked,
-    engine.Launch.spawn_children): its probe report and its verdict's probe checks prove that the probe loads and
-    reports in a freshly started scheduler, not only in one that inherits the launcher's plugins."""
+    engine.Launch.spawn_children): its probe report (test_engine_starts) proves that the probe loads, attaches every
+    hook and reports in a freshly started scheduler, not only in one that inherits the launcher's plugins."""
     return Launch(
         model_path=tiny_bailing_v2_path, served_model_name=TINY_BAILING_NAME, max_running_requests=1,
         extra_args=DUMMY_WEIGHTS_ARGS, env=product_engine_env(), spawn_children=True,

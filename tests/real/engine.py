@@ -9,7 +9,7 @@ The server runs from this venv's interpreter on 127.0.0.1 and a free port, with 
 one log file. The test-only stand-ins (tests/real/stand_ins: the `sgl_kernel` stand-in and the
 `sparkgate_cpu_platform` plugin with a generated dist-info, and a `sitecustomize` that starts SGLang's
 scheduler and detokenizer by fork instead of spawn, half a launch's CPU) are copied into a per-launch
-directory that only the server's PYTHONPATH names: the pytest process never imports them.
+directory that the server's PYTHONPATH names: the pytest process never imports them as such.
 """
 
 from __future__ import annotations
@@ -442,6 +442,12 @@ class RealEngine:
     def engagement(self) -> dict | None:
         """The probe's report: /server_info -> internal_states[0]["engagement"]."""
         return self.server_info()["internal_states"][0].get("engagement")
+
+    def children_forked(self) -> bool:
+        """Whether SGLang forked its scheduler and detokenizer (stand_ins/sitecustomize.py says so in the log)."""
+        from tests.real.stand_ins.sitecustomize import FORKED
+
+        return FORKED in self.log_path.read_text(errors="replace")
 
     def metrics_text(self) -> str:
         resp = self.get("/metrics")

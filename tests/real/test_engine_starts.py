@@ -13,7 +13,6 @@ import re
 import pytest
 
 from sparkgate_probe.hooks import HOOK_TARGETS
-from tests.real import engine as engine_mod
 
 pytestmark = pytest.mark.real
 
@@ -71,6 +70,7 @@ def test_dense_server_info_echoes_the_launch(dense_engine, dense_launch):
 
 
 def test_dense_probe_report(dense_engine):
+    assert dense_engine.children_forked()  # the lane's other launches fork SGLang's children (engine.Launch)
     report = dense_engine.engagement()
     assert report is not None, "no probe report at /server_info internal_states[0]['engagement']"
     assert report["probe_version"] == 1
@@ -142,28 +142,20 @@ def test_moe_probe_report_without_speculation(bailing_reference, bailing_engine)
     assert all(len(ids) == MAX_NEW_TOKENS for ids in bailing_reference.values())
     info = bailing_engine.server_info()
     assert info["speculative_algorithm"] is None and info["load_format"] == "dummy"
+    # This launch keeps SGLang's spawn (conftest.bailing_launch): the probe loaded, attached every hook and reported
+    # in a freshly started scheduler, as on a Spark, not in one that inherited the launcher's plugins.
+    assert bailing_engine.launch.spawn_children and not bailing_engine.children_forked()
     report = bailing_engine.engagement()
     assert report["errors"] == []
+    assert sorted(report["hooks_registered"]) == sorted(HOOK_TARGETS)
+    assert report["hooks_attached"] == dict.fromkeys(HOOK_TARGETS, True)
+    assert report["hooks_called"] == ["load_model/target", "get_internal_state"]
     assert report["target"]["model_class"] == "BailingMoeV2ForCausalLM"
     # One sparse layer (first_k_dense_replace=1 of 2). SGLang names the runner backend "triton" even on
     # CPU, where the layer runs its torch-native path.
     assert report["target"]["moe_layers"] == {"UnquantizedFusedMoEMethod/triton": 1}
     assert report["draft"] is None and report["lm_head_sharing"] is None
 
-
-# SGLang warns once per process that imports its quantization layers: the launcher, and each child it spawns.
-_IMPORTED_SGLANG = "UserWarning: Only CUDA, HIP and XPU support AWQ currently."
-
-
-def test_children_start_as_the_launch_asks(bailing_engine):
-    """This launch's scheduler and detokenizer start as SGLang starts them (spawn: each imports SGLang again), so
-    the probe report above came from a fresh scheduler; the lane's other launches fork them from the launcher
-    (engine.Launch.spawn_children), which imports it alone."""
-    assert bailing_engine.launch.spawn_children
-    assert bailing_engine.log_path.read_text(errors="replace").count(_IMPORTED_SGLANG) == 3
-    forked = [e for e in engine_mod.STARTED if e.startup_s is not None and not e.launch.spawn_children]
-    assert all(e.log_path.read_text(errors="replace").count(_IMPORTED_SGLANG) == 1 for e in forked), \
-        [(e.launch.served_model_name, e.log_path) for e in forked]
 
 
 # -- the same model with NEXTN speculation (intel_amx backend via the test platform plugin) ------------

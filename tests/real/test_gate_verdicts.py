@@ -55,7 +55,7 @@ def exact_flips(reference: Verdict, variation: Verdict) -> dict[str, tuple[bool,
 # --- the dense tiny llama: launch settings read by disjoint checks ---------------------------------------
 
 # The variation changes settings that no two checks read alike, so it must flip exactly the union of their checks,
-# each showing its own setting's value (one variation instead of six launches: each start is 30-60 s).
+# each showing its own setting's value (one variation instead of six launches: each start is 12-25 s).
 ELSEWHERE = "batch 8, fp32 lm head, another served name, metrics off, probe absent, another model path"
 
 
