@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import compileall
 import os
 import shlex
 import subprocess
@@ -23,7 +22,6 @@ PYTEST_NO_TESTS = 5
 PARALLEL = ("-n", "3", "--dist", "loadscope")
 SLOWEST = ("--durations", "25")  # where the suite's time goes, printed at the end of every run
 REPO = Path(__file__).resolve().parents[1]
-COMPILED = ("sparkgate", "simulator/src", "probe/src", "devtasks")
 
 
 # `--under-load`: the tests that read speeds (end to end, the bench, the simulator's timing), with this many
@@ -64,13 +62,10 @@ def test(c, marker="", path="", dry_run=False, no_lint=False, under_load=False):
         from sparkgate.bundle.image_build import ensure_runtime_image
 
         ensure_runtime_image()
-    # CI's machines set PYTHONDONTWRITEBYTECODE: without this every process of the suite (each worker, each CLI a
-    # test runs) compiles the repository's modules again. py_compile writes whatever that variable says.
-    for tree in COMPILED:
-        compileall.compile_dir(REPO / tree, quiet=1)
-    # The suite itself writes bytecode whatever the machine says: with that variable each of pytest's workers
-    # rewrites the asserts of all 136 test modules again (5 s of CPU a worker), and every process compiles the
-    # test helpers it imports. __pycache__ stays out of git and of every Docker context (.dockerignore).
+    # The suite writes bytecode whatever the machine says (CI's machines set PYTHONDONTWRITEBYTECODE): with that
+    # variable every process of the suite compiles the repository's modules again (each worker, each CLI a test runs)
+    # and each of pytest's workers rewrites the asserts of all 136 test modules again (5 s of CPU a worker).
+    # __pycache__ stays out of git and of every Docker context (.dockerignore).
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     burners = [subprocess.Popen([sys.executable, "-c", BURN]) for _ in range(CPU_BURNERS if under_load else 0)]
     try:

@@ -157,7 +157,6 @@ def test_moe_probe_report_without_speculation(bailing_reference, bailing_engine)
     assert report["draft"] is None and report["lm_head_sharing"] is None
 
 
-
 # -- the same model with NEXTN speculation (intel_amx backend via the test platform plugin) ------------
 
 def test_nextn_greedy_equals_non_speculative(bailing_reference, nextn_engine):
