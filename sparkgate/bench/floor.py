@@ -8,18 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sparkgate.floor import (
-    FLOOR_ENV,
-    FloorError,
-    floor_path,
-    recorded_baseline_answers,
-    recorded_baseline_tok_s,
-    recorded_floor,
-    store,
-)
-
-__all__ = ["FLOOR_ENV", "FloorError", "floor_path", "recorded_baseline_answers", "recorded_baseline_tok_s", "recorded_floor",
-           "record"]
+from sparkgate.floor import FloorError, store
 
 MIN_REQUESTS = 8
 

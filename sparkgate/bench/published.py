@@ -46,8 +46,6 @@ PUBLISHED: dict[str, Published] = {
 BROKEN_DRAFT = Published("all three, draft head unshared (published)", 24.0, accept_length=1.0,
                          source="Ling notebook FAQ")
 
-GSM8K_QUESTIONS = 1319
-
 # One MTP verify step of all three costs about this many plain decode steps of the same engine: the published
 # all-three run at accept length 2.68 and 53.89 tok/s against its plain step (the Ling notebook's recipe, above).
 # Speculation pays only while the accept length stays above it (the break-even accept length); the gate uses

@@ -1,5 +1,6 @@
-"""What Ling-3.0-flash needs in memory: SGLang's own sizing lines read from an engine log, the same quantities
-predicted from the checkpoint's shape, and a profile's memory plan on a DGX Spark (`invoke sizing`).
+"""What Ling-3.0-flash needs in memory: SGLang's sizing quantities predicted from the checkpoint's shape (held to
+SGLang's own sizing lines in the H200 logs by tests/unit/bench/test_sizing.py), and a profile's memory plan on a DGX
+Spark (`invoke sizing`).
 
 SGLang 0.5.23 sizes the static pools once the weights are loaded
 (`sglang/srt/mem_cache/kv_cache_configurator.py`, `_profile_available_bytes`):
@@ -17,14 +18,11 @@ SGLang's "GB" in these lines is 2**30 bytes.
 from __future__ import annotations
 
 import math
-import re
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from sparkgate.bench import roofline as roof
-from sparkgate.evidence import logs
-from sparkgate.sglang import conformance as C
 
 GIB = 1 << 30
 # KDA's short convolution keeps kernel - 1 past inputs for each of q, k and v.
@@ -43,109 +41,7 @@ class Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-# -- what SGLang printed ---------------------------------------------------------------------------------------------
-
-class LoadedModel(Frozen):
-    model_class: str
-    avail_before_gib: NonNegative | None
-    avail_after_gib: NonNegative
-    usage_gib: NonNegative
-
-
-class KVPool(Frozen):
-    tokens: Annotated[int, Field(ge=0)]
-    size_gib: NonNegative
-    avail_after_gib: NonNegative | None  # the "Memory pool end" line that follows it
-
-    @property
-    def bytes_per_token(self) -> float:
-        return self.size_gib * GIB / self.tokens if self.tokens else math.nan
-
-
-class MambaPool(Frozen):
-    slots: Annotated[int, Field(ge=0)]  # max_mamba_cache_size as logged; the pool holds one more
-    conv_gib: NonNegative
-    ssm_gib: NonNegative
-
-
-class LoggedSizing(Frozen):
-    """SGLang's own memory and startup accounting for one launch: target first, then the draft."""
-
-    models: tuple[LoadedModel, ...]
-    kv_pools: tuple[KVPool, ...]
-    mamba: MambaPool | None
-    graphs_gib: tuple[NonNegative, ...]
-    startup_s: dict[str, NonNegative]
-
-    @property
-    def weights_gib(self) -> float:
-        return sum(m.usage_gib for m in self.models)
-
-    @property
-    def pools_gib(self) -> float:
-        """What the static pools (KV and Mamba) took: free after the weights minus free after the last pool."""
-        ends = [p.avail_after_gib for p in self.kv_pools if p.avail_after_gib is not None]
-        return self.models[-1].avail_after_gib - ends[-1] if self.models and ends else math.nan
-
-
-def _number(value: str | None) -> float | None:
-    """A finite, non-negative number as SGLang prints it; anything else is not one of its sizing lines."""
-    try:
-        number = float(value) if value is not None and len(value) < 40 else None
-    except ValueError:
-        return None
-    return number if number is not None and math.isfinite(number) and number >= 0 else None
-
-
-def read_log(log: logs.EngineLog) -> LoggedSizing:
-    """The sizing lines of an SGLang 0.5.23 log, in the order printed. Lines that do not parse are left out."""
-    patterns = {key: (C.log_pattern(key), C.log_fields(key)) for key in (
-        "load_weight_begin", "load_weight_end", "kv_cache_allocated", "memory_pool_end", "mamba_cache_allocated",
-        "capture_end", "capture_draft_decode_end", "capture_draft_extend_end", "startup_timings")}
-    models: list[LoadedModel] = []
-    pools: list[KVPool] = []
-    mamba = None
-    graphs: list[float] = []
-    startup: dict[str, float] = {}
-    before: float | None = None
-    for message in log.messages():
-        key, fields = next(((k, f.match(message)) for k, (p, f) in patterns.items() if p.match(message)), (None, None))
-        if fields is None:
-            continue
-        values = fields.groupdict()
-        if key == "load_weight_begin":
-            before = _number(values["avail"])
-        elif key == "load_weight_end":
-            after, usage = _number(values["avail"]), _number(values["usage"])
-            if after is not None and usage is not None:
-                models.append(LoadedModel(model_class=values["model_class"][:200], avail_before_gib=before,
-                                          avail_after_gib=after, usage_gib=usage))
-        elif key == "kv_cache_allocated":
-            size = _number(values["size"])
-            if values["tokens"].isdecimal() and len(values["tokens"]) < 19 and size is not None:
-                pools.append(KVPool(tokens=int(values["tokens"]), size_gib=size, avail_after_gib=None))
-        elif key == "memory_pool_end" and pools and pools[-1].avail_after_gib is None:
-            pools[-1] = pools[-1].model_copy(update={"avail_after_gib": _number(values["avail"])})
-        elif key == "mamba_cache_allocated":
-            conv, ssm = _number(values["conv"]), _number(values["ssm"])
-            if values["size"].isdecimal() and len(values["size"]) < 19 and conv is not None and ssm is not None:
-                mamba = MambaPool(slots=int(values["size"]), conv_gib=conv, ssm_gib=ssm)
-        elif key.startswith("capture"):
-            usage = _number(values["usage"])
-            if usage is not None:
-                graphs.append(usage)
-        elif key == "startup_timings":
-            startup = {name: value for name in ("load_weight", "kv_cache_allocation", "scheduler_e2e", "tokenizer_e2e")
-                       if (value := _number(values[name])) is not None}
-            for part in values["cuda_graph"].split(", "):
-                name, _, seconds = part.partition("=")
-                if re.fullmatch(r"[a-z_]{1,40}", name) and (value := _number(seconds)) is not None:
-                    startup[f"cuda_graph.{name}"] = value
-    return LoggedSizing(models=tuple(models), kv_pools=tuple(pools), mamba=mamba, graphs_gib=tuple(graphs),
-                        startup_s=startup)
-
-
-# -- the same, from the checkpoint's shape -----------------------------------------------------------------------
+# -- from the checkpoint's shape -----------------------------------------------------------------------
 
 def target_weight_bytes(shape: roof.ModelShape) -> float:
     """Every weight the target allocates, at the checkpoint's layout (the roofline's bytes per parameter): all routed

@@ -24,16 +24,6 @@ STATUS = "status"  # forwarded to the sentinel's read-only status port, whatever
 # every template value arrives in.
 MODEL_ID_PATTERN = r"^/v1/models/[A-Za-z0-9_:-][A-Za-z0-9._:-]*\Z"
 
-# HAProxy `http-request normalize-uri` steps, in order: decode %2e-style escapes first so the dot
-# segments they spell are then resolved; `strict` answers 400 to malformed percent-encoding.
-NORMALIZE_URI = (
-    "percent-decode-unreserved strict",
-    "percent-to-uppercase strict",
-    "path-merge-slashes",
-    "path-strip-dot",
-    "path-strip-dotdot full",
-)
-
 END = "\\Z"
 _IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]*$")
 _METHOD = re.compile(r"^[A-Z]+$")

@@ -25,7 +25,6 @@ from sparkgate.evidence.recording import Recording
 log = logging.getLogger("sparkgate.sentinel")
 KEEP_REFUSED = 5
 LAST = "last" + capture.SUFFIX
-DEFAULT_DIR = "/var/lib/sparkgate/captures"
 START_LOG_KEEP_BYTES = 512 * 1024
 _REFUSED = re.compile(r"refused-(\d{8}T\d{6}Z)-(\d+)" + re.escape(capture.SUFFIX))
 

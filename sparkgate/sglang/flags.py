@@ -42,7 +42,6 @@ LINEAR_REPLAYSSM_CACHE_LEN = "--linear-replayssm-cache-len"
 ENABLE_LINEAR_REPLAYSSM = "--enable-linear-replayssm"
 LINEAR_ATTN_DECODE_BACKEND = "--linear-attn-decode-backend"
 ENABLE_METRICS = "--enable-metrics"
-DECODE_LOG_INTERVAL = "--decode-log-interval"
 
 SPECULATIVE_FLAGS = (
     SPECULATIVE_ALGORITHM,

@@ -1,46 +1,8 @@
 """Short questions the simulated model answers right, computed from the question text itself.
 
-A real model answers "What is 47 plus 38?" with "85"; a stand-in that writes pseudo-words to every
-prompt would make any answer check refuse every stack. So the simulator recognises a few plain question
-shapes, works the answer out itself (its own parsers and its own small fact table: nothing comes from
-the checker) and writes it, one whitespace-separated word per token, then stops at EOS:
-
-- arithmetic: "What is 47 plus 38?", "What is 144 divided by 12?", also `+ - * x / ÷`, chains evaluated with
-  the usual precedence ("What is 2 plus 3 times 4?" is 14), and "the sum / product of A and B", "the
-  difference between A and B"; a whole result prints as an integer ("12"), any other in its shortest
-  decimal form ("2.5"; a non-terminating quotient as Python's shortest float repr);
-- unit conversion: "How many meters are in 3.5 kilometers?", "How many seconds is 4 minutes?",
-  "Convert 2 liters to milliliters." (length m / km / cm / mm, time s / min / h / day / week, mass
-  g / kg / mg, volume ml / l; singular, plural, US and British spellings, either direction);
-- facts: days in a year / a leap year / a week, months in a year, sides of a polygon, the chemical symbol
-  of a handful of elements, the capital of a handful of countries;
-- counting: "List the integers from 1 to 24 in increasing order, separated by commas." -> "1, 2, ..., 24"
-  (every integer written out; increasing, or decreasing when asked or when the range runs down; at most
-  MAX_LIST integers).
-
-- facts it was told: "The parcel code of locker 107 is 17439." anywhere in the text (a register of a hundred
-  such lines ahead of the question) answers "What is the parcel code of locker 107?"; "My locker number is 417."
-  in an earlier turn of the conversation answers "What is my locker number?", and "What is my locker number
-  plus 25?" reads as "What is 417 plus 25?". A fact told twice with two values answers nothing;
-- word problems of a few plain steps, every clause of which it reads: "<someone> has / bakes / buys / travels
-  ..." adds, "sells / gives / eats / uses ..." subtracts, with amounts "45 stickers", "3 packs of 12 stickers
-  each" (3 x 12) or "at 80 kilometers per hour for 3 hours" (80 x 3), a clause without a verb taking the one
-  before it; the last sentence asks "How many <thing> does <who> have / travel [left / now / in total]?", where
-  every clause counts that thing and <who> is the first clause's subject or a pronoun. One clause it cannot read,
-  another thing counted or asked about, or a total below zero, and the problem is not answered.
-
-Recognition is strict: each sentence of the text (split at `.`, `?` or `!` before whitespace, never inside
-a number) is matched as a whole against those shapes, so a word problem ("A baker makes 24 rolls per tray
-and bakes 7 trays. ... How many are left?") is no question here unless every clause of it reads as above, and other sentences (an instruction such
-as "Reply with only the answer: no words, no units, no explanation.") are ignored. When several sentences
-are questions, the last one is answered. In a rendered chat prompt only the last user turn counts. A
-prompt that asks for a worked solution is never answered short: one in the GSM8K shape (it starts with a
-`Question:` label) or one that says "step by step" (the arithmetic workload of the speed anchors, and of
-the gate's calibration) keeps the pseudo-word continuation, whatever question it holds.
-
-`garbled()` is the plausible wrong answer of the answer-corrupting faults: a number off by a little or with
-two neighbouring digits swapped, a decoy word (`Ag` for gold, Sydney for Australia), a list with one number
-dropped, repeated or replaced by a wrong one. It is a pure function of the question, as greedy decoding is.
+Its own parsers and fact table, nothing from the checker. The shapes, where they are looked for and what is no
+question: docs/simulator.md, "Questions the model answers". `garbled()` is the plausible wrong answer of the
+answer-corrupting faults (docs/simulator.md, "Faults", `answers-garbled`).
 """
 
 from __future__ import annotations
@@ -85,11 +47,6 @@ _TAGS = re.compile(r"</?think>")
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+|\n+")
 _WORKED_LABEL = re.compile(r"\s*question\s*:", re.IGNORECASE)
 _STEP_BY_STEP = re.compile(r"step[ -]by[ -]step", re.IGNORECASE)
-
-
-def question_text(prompt: str) -> str:
-    """Where the question is looked for: the last user turn of a rendered chat prompt, else the prompt."""
-    return conversation(prompt)[0]
 
 
 def conversation(prompt: str) -> tuple[str, str]:
@@ -516,8 +473,9 @@ def _amount_of(words: str) -> tuple[int, str] | None:
 
 
 def _word_problem(text: str) -> Answer | None:
-    """A few plain steps, each clause read (module doc); the running total is the answer when the question asks
-    for the total of the very thing every clause counts, held by the subject of the first clause (or a pronoun)."""
+    """A few plain steps, each clause read (docs/simulator.md, "Questions the model answers"); the running total
+    is the answer when the question asks for the total of the very thing every clause counts, held by the subject
+    of the first clause (or a pronoun)."""
     parts = sentences(text)
     asks = [i for i, part in enumerate(parts) if _HOW_MANY.fullmatch(_normalize(part))]
     if not asks or asks[0] == 0:

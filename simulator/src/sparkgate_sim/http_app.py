@@ -18,8 +18,6 @@ from sparkgate_sim.lifecycle import NotReady, Restarted
 from sparkgate_sim.resolve import MODEL_ARCH, MODEL_TYPE, context_len
 
 SGLANG_VERSION = "0.5.23"
-# SGLang leaves these open even with --api-key (k8s probes, Prometheus scrapes): prefix match.
-OPEN_PREFIXES = ("/health", "/ready", "/metrics")
 ADMIN_PREFIX = "/admin/"
 
 

@@ -1,21 +1,9 @@
-"""Per-token log-probabilities of what the simulated model writes (`logprobs` / `top_logprobs` on the chat route,
-`return_logprob` on /generate): a pure function of the request and the token, as greedy decoding is.
+"""Per-token log-probabilities of what the simulated model writes: a pure function of the request and the token.
 
-- An answer's tokens (answers.py) are near-certain: log-probability about -0.001 to -0.06, the runner-up 4 to 9
-  nats below.
-- Any other token (pseudo-words, tags) is less sure: about -0.1 to -2.1, the runner-up 0 to 3 nats below, so some
-  are near-ties.
-- The FP8 LM head, when engaged, rounds the head's weights: every log-probability moves by up to +-0.04 nats
-  (the top token keeps its rank: greedy text is unchanged).
-- `fp8-head-scale-off` (faults.py): the FP8 head applied with a weight scale 4 times too small, so every logit
-  shrinks 4-fold. The top token keeps its rank (greedy text unchanged, so exact-text comparisons and every answer
-  still pass), but the distribution flattens. Modelled on three groups of logits: the chosen token at 0, the
-  runner-up `margin` below, and the rest of Ling's 157,184-token vocabulary at the one logit that gives the chosen
-  token its log-probability; all of them divided by 4, renormalised. Over a vocabulary that large the tail takes
-  most of the mass: a chosen token at -0.01 falls to about -7.8, the margin to a quarter. Sampling at a temperature
-  then wanders; only the log-probabilities show it.
-
-Speculative decoding does not change them (verification is lossless at temperature 0).
+Ranges, the FP8 head's rounding and `fp8-head-scale-off`'s three-group model: docs/simulator.md, "Questions the
+model answers" (Log-probabilities) and "Faults". Not there: `return_logprob` on /generate gets them too; a
+non-answer token's runner-up is 0 to 3 nats below; under scale-off, sampling at a temperature wanders; speculative
+decoding does not change them (verification is lossless at temperature 0).
 """
 
 from __future__ import annotations
@@ -29,7 +17,6 @@ from sparkgate_sim import textgen
 
 SCALE_OFF_FACTOR = 4.0
 LING_VOCAB = 157184
-FP8_ROUNDING_NATS = 0.04
 
 
 @dataclass(frozen=True)
@@ -45,7 +32,7 @@ def _hash(*parts: object) -> int:
 
 def rescaled(logprob: float, margin: float, factor: float) -> tuple[float, float]:
     """The chosen token's log-probability and its margin to the runner-up after every logit is multiplied by
-    `factor` (module doc: chosen at 0, runner-up at -margin, the other LING_VOCAB - 2 tokens at one logit -t)."""
+    `factor` (chosen at 0, runner-up at -margin, the other LING_VOCAB - 2 tokens at one logit -t)."""
     rest = math.exp(-logprob) - 1.0 - math.exp(-margin)  # the tail's mass relative to the chosen token's
     tail = math.log(rest / (LING_VOCAB - 2)) if rest > 0 else None  # -t
     total = 1.0 + math.exp(-factor * margin) + ((LING_VOCAB - 2) * math.exp(factor * tail) if tail is not None else 0.0)

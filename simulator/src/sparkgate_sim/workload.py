@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 
 CODE, ARITH, PROSE = "code", "arith", "prose"
-WORKLOADS = (CODE, ARITH, PROSE)
 
 _DEF_SIGNATURE = re.compile(r"\bdef\s+[A-Za-z_]\w*\s*\(")
 _FENCE = "```"

@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from sparkgate import floor as stored_floor
 from sparkgate.bench import floor
 
 
@@ -15,15 +16,15 @@ def summary(profile="baseline", requested=(), speed=37.5, completed=16, errors=0
 
 
 def test_record_and_read_per_target(tmp_path):
-    assert floor.recorded_baseline_tok_s("sim") is None
+    assert stored_floor.recorded_baseline_tok_s("sim") is None
     path, entry = floor.record(summary(speed=37.5), tmp_path / "run")
     assert path == tmp_path / "floor.json"  # the test's SPARKGATE_BENCH_FLOOR_FILE
-    assert floor.recorded_baseline_tok_s("sim") == 37.5
-    assert floor.recorded_baseline_tok_s("spark") is None  # a simulator floor never guards a Spark
+    assert stored_floor.recorded_baseline_tok_s("sim") == 37.5
+    assert stored_floor.recorded_baseline_tok_s("spark") is None  # a simulator floor never guards a Spark
     floor.record(summary(speed=36.0, target="spark"), tmp_path / "run2", margin=0.02)
-    assert floor.recorded_baseline_tok_s("spark") == pytest.approx(36.0 * 0.98)
-    assert floor.recorded_baseline_tok_s("sim") == 37.5
-    assert floor.recorded_floor("spark")["measured_decode_tok_s"] == 36.0
+    assert stored_floor.recorded_baseline_tok_s("spark") == pytest.approx(36.0 * 0.98)
+    assert stored_floor.recorded_baseline_tok_s("sim") == 37.5
+    assert stored_floor.recorded_floor("spark")["measured_decode_tok_s"] == 36.0
 
 
 @pytest.mark.parametrize(
@@ -40,8 +41,8 @@ def test_record_refuses_bad_floors(tmp_path, bad, message):
 
 def test_empty_env_turns_floors_off(monkeypatch, tmp_path):
     floor.record(summary(), tmp_path)
-    monkeypatch.setenv(floor.FLOOR_ENV, "")
-    assert floor.recorded_baseline_tok_s("sim") is None
+    monkeypatch.setenv(stored_floor.FLOOR_ENV, "")
+    assert stored_floor.recorded_baseline_tok_s("sim") is None
     with pytest.raises(floor.FloorError, match="turned off"):
         floor.record(summary(), tmp_path)
 
@@ -49,10 +50,10 @@ def test_empty_env_turns_floors_off(monkeypatch, tmp_path):
 def test_unreadable_floor_is_an_error_not_a_missing_floor(tmp_path):
     (tmp_path / "floor.json").write_text("{")
     with pytest.raises(floor.FloorError, match="unreadable"):
-        floor.recorded_baseline_tok_s("sim")
+        stored_floor.recorded_baseline_tok_s("sim")
     (tmp_path / "floor.json").write_text(json.dumps({"floor_version": 1, "targets": {"sim": {"floor_tok_s": -1}}}))
     with pytest.raises(floor.FloorError, match="positive"):
-        floor.recorded_baseline_tok_s("sim")
+        stored_floor.recorded_baseline_tok_s("sim")
 
 
 def test_the_baseline_verdicts_right_replies_are_recorded_with_the_floor_and_reach_the_expectations(tmp_path):
@@ -65,13 +66,13 @@ def test_the_baseline_verdicts_right_replies_are_recorded_with_the_floor_and_rea
     with_gate["environment"]["gate"] = gate
     _, entry = floor.record(with_gate, tmp_path / "run")
     assert entry["answers"] == {**gate["answers"], "recorded_at": with_gate["finished_at"]}
-    assert floor.recorded_baseline_answers("sim")["texts"] == {"add-47-38": "85"}
+    assert stored_floor.recorded_baseline_answers("sim")["texts"] == {"add-47-38": "85"}
     stacked = expectations.build(profiles.load("all-three"), "sim", 0.1)
     assert stacked["answers"]["baseline"]["texts"] == {"add-47-38": "85"}
     assert expectations.build(profiles.load("baseline"), "sim", 0.1)["answers"]["baseline"] is None  # its own reference
     assert expectations.build(profiles.load("all-three"), "spark", 1.0)["answers"]["baseline"] is None  # per target
     _, entry = floor.record(summary(), tmp_path / "run2")  # a run without the gate's answers records none
-    assert "answers" not in entry and floor.recorded_baseline_answers("sim") is None
+    assert "answers" not in entry and stored_floor.recorded_baseline_answers("sim") is None
 
 
 def test_a_baseline_verdict_without_log_probabilities_is_refused_when_recorded_not_later(tmp_path):

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparkgate.bench import floor, report, runs
+from sparkgate import floor
+from sparkgate.bench import report, runs
 from sparkgate.bench import run as bench_run
 
 SCALE = 0.05

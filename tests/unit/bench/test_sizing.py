@@ -14,6 +14,7 @@ from sparkgate.bench import sizing
 from sparkgate.deploy import preflight
 from sparkgate.evidence import logs
 from sparkgate.profile import loading
+from tests.unit.bench.logged_sizing import LoggedSizing, read_log
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FULL_SIZE = FIXTURES / "gpu-full-size"
@@ -26,17 +27,17 @@ DRAFT_WEIGHTS_BELOW = 0.12
 BUDGET_RULE = 0.015  # SGLang's rule against the memory its pools took, relative
 
 
-def read(name: str) -> sizing.LoggedSizing:
-    return sizing.read_log(logs.from_file(str(FULL_SIZE / name / "server.log")))
+def read(name: str) -> LoggedSizing:
+    return read_log(logs.from_file(str(FULL_SIZE / name / "server.log")))
 
 
 @pytest.fixture(scope="module")
-def graphs() -> sizing.LoggedSizing:
+def graphs() -> LoggedSizing:
     return read("full-humming-cold")
 
 
 @pytest.fixture(scope="module")
-def nextn() -> sizing.LoggedSizing:
+def nextn() -> LoggedSizing:
     return read("full-humming-nextn")
 
 
@@ -144,7 +145,7 @@ def test_the_memory_refusal_names_the_observed_value_the_threshold_and_the_reaso
 
 @given(st.text(max_size=400))
 def test_hostile_log_text_never_breaks_the_reader(text):
-    sizing.read_log(logs.EngineLog("hostile", "[2026-12-04 18:11:41] " + text))
+    read_log(logs.EngineLog("hostile", "[2026-12-04 18:11:41] " + text))
 
 
 def test_a_forged_line_with_nonsense_numbers_is_left_out():
@@ -153,4 +154,4 @@ def test_a_forged_line_with_nonsense_numbers_is_left_out():
         "[t] KV Cache is allocated. dtype: bf16, #tokens: -3, KV size: 1.00 GB",
         "[t] Mamba Cache is allocated. max_mamba_cache_size: lots, conv_state size: 1.00GB, ssm_state size: 2.00GB ",
     ]))
-    assert sizing.read_log(log) == sizing.LoggedSizing(models=(), kv_pools=(), mamba=None, graphs_gib=(), startup_s={})
+    assert read_log(log) == LoggedSizing(models=(), kv_pools=(), mamba=None, graphs_gib=(), startup_s={})
