@@ -1,25 +1,8 @@
 """Drive a deployed stack one request at a time (batch 1) and record what each request did.
 
-Two ways to ask, both streamed:
-
-- `chat` (default): OpenAI `/v1/chat/completions` with `stream_options.include_usage`, the way users call
-  the stack and the way the published GSM8K run was made (chat template, thinking on). Tokens are counted
-  only from `usage.completion_tokens`: under speculative decoding one stream chunk carries several tokens,
-  so counting chunks under-reports by the accept length (recipe facts 4E). Per-request speculative fields
-  come from `sglext.spec_tokens_details`, which SGLang returns when the request sets
-  `return_spec_tokens_details: true` (0.5.23; builds without it, and the simulator, return none).
-- `generate`: SGLang's native `/generate` with the same prompt text as raw text (no chat template), like
-  SGLang's own few-shot GSM8K benchmark. Tokens come from `meta_info.completion_tokens` (the engine count
-  that `usage` is made from); the speculative fields from the final chunk's `meta_info`
-  (`spec_accept_length`, `spec_verify_ct`, ...), which every SGLang with speculative decoding and the
-  simulator expose. Use it when the chat layer does not return spec details.
-
-Timing. With `generate`, every duration a run reports is the engine's own: `meta_info.first_token_latency` and
-`e2e_latency` of the final chunk (sparkgate/sglang/request_timing.py), so a busy client host cannot make the
-engine look slow; the client's stopwatch is kept beside it (`client_ttft_s`, `client_decode_s`). SGLang 0.5.23's
-streamed chat carries no engine timing (`return_meta_info` is refused with `stream`), so a `chat` run's
-durations are the client's stopwatch converted to engine seconds with `time_scale` (1.0 on a Spark, where the
-two agree; on the simulator the wall time divided by its scale). Each record says which (`timing`).
+The `chat` and `generate` APIs and where tokens, speculative fields and durations come from: docs/bench.md, "What a
+run measures". `generate` asks like SGLang's own few-shot GSM8K benchmark; counting stream chunks would under-report
+tokens by the accept length (recipe facts 4E); engine timing is read by sparkgate/sglang/request_timing.py.
 """
 
 from __future__ import annotations

@@ -1,36 +1,9 @@
 """The bandwidth roofline for batch-1 decode: bytes read from memory per emitted token, and the speed the
 memory bandwidth allows at best.
 
-At batch 1 every decode step reads the weights it touches once, plus the attention cache and the linear
-attention state; compute is idle most of the time. So `bandwidth / bytes per token` bounds tok/s from
-above, and a measured speed is best read as a fraction of that bound.
-
-Model (Ling-3.0-flash, `BailingMoeV3ForCausalLM`, read from the checkpoint's config.json):
-- layers: `num_hidden_layers`; every `layer_group_size`-th layer (index i with (i + 1) % group == 0) is full
-  attention (MLA), the others are KDA linear attention; the first `first_k_dense_replace` layers have a
-  dense MLP, the rest are MoE (`num_experts`, `num_experts_per_tok` routed, `num_shared_experts` shared).
-- MLA per layer: q_proj H x heads*(nope+rope) (q_lora_rank null), kv_a H x (kv_lora_rank+rope),
-  kv_b kv_lora_rank x heads*(nope+v), o_proj heads*v x H, a head-wise output gate H x heads.
-- KDA per layer (assumption: full-rank projections, `no_kda_lora: true`; heads = `num_attention_heads`,
-  head dim = `head_dim` unless `kda_num_heads` / `kda_head_dim` are given): q, k, v, o, the forget gate
-  and the output gate (6 x H x heads*dim) and beta (H x heads). Its recurrent state (heads x dim x dim,
-  FP32) is read and written once per forward.
-- Norms, short-conv kernels and biases (< 0.1 % of the bytes) are ignored.
-
-Quantization layout (the `-fp4` checkpoint: `quantization_config.routed_experts_quant_method: mxfp4`):
-routed experts MXFP4 (4 bits + one 8-bit scale per 32 weights = 0.53125 B/param); attention, KDA, shared
-experts, dense MLP, router and the draft's projections FP8 (1 B/param; block-128 scales, 0.02 %, ignored);
-LM head BF16 (2 B/param) or, with the FP8 head, FP8 (1 B/param); the embedding row BF16; MLA cache BF16.
-
-MTP (NEXTN, topk 1): one cycle is `num_steps` draft forwards (the NextN layer: eh_proj 2H x H, one MLA
-decoder layer with its MoE, and the shared LM head, which is why the FP8 head matters twice) plus one
-target verify forward over `num_draft_tokens` positions, and it emits `accept_length` tokens. The verify
-forward reads the dense weights and the LM head once, but its positions may route to different experts:
-- bound: all positions share their experts (top-k per layer): the least bytes, a true upper bound on tok/s;
-- estimate: independent routing, E * (1 - (1 - k/E)**w) experts per layer (the likely ceiling).
-For plain decode (w = 1) the two are equal.
-
-GB means 10**9 bytes, as in the Spark's 273 GB/s.
+See docs/bench.md, "Reading the roofline" (the bound, the `-fp4` layout, MTP's bound and estimate), and
+tests/fixtures/bench/README.md (the shape's sources and assumptions). Ignored here: norms, short-conv kernels and
+biases (< 0.1 % of the bytes) and the FP8 block-128 scales (0.02 %).
 """
 
 from __future__ import annotations
@@ -313,7 +286,7 @@ def setup_for_profile(profile, *, accept_length: float | None = None, context_to
 
 # The published Ling-3.0-flash shape, used when no checkpoint config.json is on this host. The values are the
 # checkpoint's config.json fields as pinned by a third-party loader of Ling-3.0-flash (hidden 2560 and vocab
-# 157,184 also appear in the recipe facts); with the layout above they give 5.10 B active parameters, the
+# 157,184 also appear in the recipe facts); with the layout modelled above they give 5.10 B active parameters, the
 # published "5.1B active". tests/fixtures/bench/ling-3.0-flash-config.json carries the same values in
 # checkpoint form. Confirm against your checkpoint: `invoke roofline --config <model dir>/config.json`.
 REFERENCE_CONFIG: dict = {

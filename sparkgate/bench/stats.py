@@ -1,16 +1,9 @@
 """The numbers of the table, from per-request records, and the paired exact McNemar test.
 
-Definitions (all times are engine seconds: wall seconds / the deployment's time scale):
-
-- TTFT: request sent -> first chunk carrying text (content or reasoning).
-- e2e latency: request sent -> last chunk carrying text or the finish reason.
-- decode time: first text chunk -> last text chunk.
-- decode tok/s (aggregate, token-weighted, as published): sum(completion_tokens - 1) / sum(decode time).
-  The first token arrives with TTFT, so it is not a decode token. The published figure divides all
-  completion tokens by sum(e2e - TTFT); at GSM8K's ~570 tokens per answer the two differ by < 0.2 %.
-- TPOT: 1000 / decode tok/s (as published); per-request TPOT (decode time / (tokens - 1)) is kept too.
-- accept length: sum(completion_tokens) / sum(spec_verify_ct), SGLang's own per-request definition summed
-  over the run (so it includes the first token), and only when every request reported it.
+The definitions (TTFT, e2e latency, decode tok/s against the published figure, TPOT, accept length) and engine
+against client time: docs/bench.md, "What a run measures". Precisely: e2e ends at the last chunk carrying text or
+the finish reason, decode time runs from the first text chunk to the last, and the accept length counts the first
+token, as SGLang's own per-request definition does.
 """
 
 from __future__ import annotations

@@ -1,23 +1,7 @@
 """Workloads: each is a fixed list of items, fingerprinted so that two runs can be paired question by question.
 
-- `gsm8k`: 5-shot chain-of-thought prompts built from a local JSONL the user points to (one
-  `{"question": ..., "answer": ...}` object per line, the GSM8K test split's format; the reference answer is
-  the number after `####`). The published protocol used all 1,319 test questions.
-- `arith`: arithmetic word problems generated here from a seed (no external data; answers known). Same
-  prompt format as gsm8k, so it is a small stand-in for CI and quick checks.
-- `synthetic`: a fixed, seeded set of filler prompts with fixed-length outputs (`ignore_eos`). It measures
-  decode speed only; nothing is scored. Its speed gains do not carry over to real text (docs/bench.md).
-- `code`: HumanEval-style "complete this Python function" prompts (`sparkgate/bench/prompts.py`), or the
-  user's own from `--jsonl` (`{"prompt": ...}` per line). Decode speed only: not scored.
-- `prose`: Alpaca-style writing requests (explain, summarize, a letter, an essay), or the user's own from
-  `--jsonl`. Decode speed only: not scored.
-
-A speculative drafter's acceptance depends on the text, so which profile decodes faster can differ
-between code and prose: `invoke compare PROFILE_A,PROFILE_B` pairs the runs workload by workload.
-
-The five worked examples (shots) are sparkgate's own GSM8K-style problems, not taken from GSM8K: the
-published harness's shots are not in the sources. Pass `shots_path` (same JSONL format) to use others;
-the summary records the fingerprint of the exact prompts either way.
+The five workloads, the shots (sparkgate's own) and `--jsonl` input: docs/bench.md, "Workloads"; pairing runs
+workload by workload to pick a drafter: "Which drafter".
 """
 
 from __future__ import annotations

@@ -1,31 +1,8 @@
 """Preflight for the target checkpoint directory (Ling-3.0-flash-fp4, 60-66 GB): in seconds, before anything
-starts, everything about the directory that would otherwise be found minutes into the weight load, or never
-(SGLang falls back to another path and serves).
+starts, everything about the directory that would otherwise be found minutes into the weight load, or never.
 
-- `config.json`: `architectures[0]` is the profile's `model.architecture` (SGLang builds the first entry);
-  with MTP requested, `num_nextn_predict_layers` is 1 (sglang/srt/models/bailing_moe_v3.py
-  `resolve_nextn_layer_id` asserts exactly one NEXTN layer; SGLang renames the architecture to
-  `BailingMoeForCausalLMNextN` for the draft, sglang/srt/configs/model_config.py); with Humming requested,
-  `quantization_config.routed_experts_quant_method` is `"mxfp4"` (model_config.py: only then
-  `is_fp4_experts`, "Detected mixed checkpoint layout: routed experts are MXFP4", and only then does
-  sglang/srt/layers/quantization/fp8.py hand the experts to `Mxfp4HummingMoEMethod`).
-- `model.safetensors.index.json` names what SGLang's Bailing V3 loader needs: `model.word_embeddings.weight`,
-  `model.norm.weight`, `lm_head.weight` (unless `tie_word_embeddings`), both norms of every layer
-  0..num_hidden_layers-1, the gate/up/down weights of every expert 0..num_experts-1 in every MoE layer
-  (index >= first_k_dense_replace), and with MTP the NEXTN layer at index num_hidden_layers
-  (`resolve_nextn_layer_id`): its bridge tensors `eh_proj`, `enorm`, `hnorm`, `final_layernorm`
-  (`_NEXTN_SPEC_WEIGHT_NAMES`, loaded into the NextN module itself by `rewrite_nextn_weight_name`), its norms
-  and its MoE experts (sglang/srt/models/bailing_moe_nextn.py builds it as a MoE layer). Its
-  `shared_head.head` is not needed: SGLang skips it and shares the target's head.
-- Every shard the index names exists, and its safetensors header (the 8-byte little-endian length and the
-  JSON after it, never the data) is well formed, holds every tensor the index puts in it, and accounts for
-  the file's size exactly: size == 8 + header length + the end of the last tensor's data.
-- The download records (sparkgate/deploy/fileproof.py): every file at the pinned commit (`model.revision`),
-  nothing unrecorded, every small file hashing to its record; `full=True` (`invoke model.verify`,
-  `invoke model.pull`) also hashes the weight shards.
-
-Every read is bounded (config 1 MiB, index 64 MiB, a shard header safetensors' own 100 MB) and every entry is
-hostile until proven otherwise: nothing outside the directory is followed, nothing but regular files opened.
+What it checks, each rule's SGLang source and the read bounds: docs/model.md, "What the preflight checks". Every
+entry is hostile until proven otherwise: nothing outside the directory is followed, nothing but regular files opened.
 """
 
 from __future__ import annotations
@@ -67,6 +44,7 @@ DTYPE_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, 
               "F8_E8M0": 8, "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32,
               "C64": 64, "F64": 64, "I64": 64, "U64": 64}
 REVISION_WRITER = "`invoke model.pull` (huggingface_hub's local_dir download)"
+# Loaded into the NextN module itself by bailing_moe_v3.py rewrite_nextn_weight_name.
 NEXTN_BRIDGE = ("eh_proj", "enorm", "hnorm", "final_layernorm")  # bailing_moe_v3.py _NEXTN_SPEC_WEIGHT_NAMES
 EXPERT_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")  # FusedMoE.make_expert_params_mapping's ckpt names
 

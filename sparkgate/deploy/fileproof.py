@@ -1,20 +1,14 @@
 """The file-by-file proof of a directory huggingface_hub downloaded with `local_dir`: which revision each file
 came from and that each file still holds what the download wrote, from the records the download left.
 
-`snapshot_download(repo, revision=REV, local_dir=DIR)` and `hf download REPO --revision REV --local-dir DIR`
-(huggingface_hub `_local_folder.py`: `write_download_metadata`) leave, for every file they wrote,
-`DIR/.cache/huggingface/download/<file>.metadata`: line 1 the commit the file came from (the Hub's
-`X-Repo-Commit`), line 2 its etag, line 3 a timestamp. The etag is the Hub's `X-Linked-Etag` header, else its
-`ETag` (`file_download.py`: `get_hf_file_metadata`): for LFS files such as `*.safetensors` the SHA-256 of the
-content (64 hex), for the other files such as `config.json` the git blob SHA-1 of the content (40 hex;
-`utils/sha.py`: `git_hash`). Those records are the only proof of which revision a directory holds and of what
-each file held, so a file without one is refused: SGLang reads a model's config with `trust_remote_code`, so
-an unrecorded `*.py` named by an edited `config.json` would run in the engine.
-
-Shared by the DSpark drafter preflight (drafter.py) and the target checkpoint preflight (checkpoint.py); each
-finding is one line naming the file, what was observed and expected, and the caller's fix. Every read is
-bounded and every entry is treated as hostile: nothing outside the directory is followed, nothing that is
-not a regular file is opened.
+The records (huggingface_hub `_local_folder.py` `write_download_metadata`, left by `snapshot_download(...,
+local_dir=DIR)` and `hf download --local-dir DIR`): `DIR/.cache/huggingface/download/<file>.metadata`, line 1 the
+commit (the Hub's `X-Repo-Commit`), line 2 the etag (`X-Linked-Etag`, else `ETag`: `file_download.py`
+`get_hf_file_metadata`), line 3 a timestamp. The etag is the content's SHA-256 for LFS files, its git blob SHA-1
+(`utils/sha.py` `git_hash`) for the others. Why a file without a record is refused, and each refusal's fix:
+docs/model.md, "Refusals and their fixes". Shared by the DSpark drafter (drafter.py) and target checkpoint
+(checkpoint.py) preflights; every entry is hostile: nothing outside the directory is followed, nothing but regular
+files opened.
 """
 
 from __future__ import annotations

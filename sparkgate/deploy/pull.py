@@ -1,18 +1,8 @@
 """`invoke model.pull`: download the profile's checkpoint (and its DSpark drafter) at the pinned commit into the
 directories the deploy mounts, then prove every file before anything may load it.
 
-The download is huggingface_hub's own `snapshot_download(repo_id, revision=<commit>, local_dir=<dir>)` at the
-version pyproject.toml pins (extra `model`): it writes, for every file, the `.cache/huggingface/download/
-<file>.metadata` record (commit, etag) that the preflight proof reads (sparkgate/deploy/fileproof.py). What it
-resumes (huggingface_hub 1.33, `file_download.py`): within one run a transfer that breaks off is resumed with a
-`Range` request (`http_get`, up to five times while bytes keep arriving); across runs every file already
-recorded at the pinned commit is kept without a request, so a pull stopped at file 40 of 70 fetches only the
-other 30. A partial file is not kept across runs (it is written under a per-process `.incomplete` name and
-deleted when the run fails: huggingface_hub PR #4228).
-
-The download checks sizes, not content, so the proof hashes every file against its record after it. A file
-whose content differs from its record at the pinned commit is what this pull wrote wrongly: it is removed,
-fetched once more and proven again; anything still wrong is refused, one line per file.
+The download, what it resumes (within a run: huggingface_hub 1.33 `file_download.py` `http_get`'s `Range`
+retries) and the proof after it: docs/model.md, "Pull".
 """
 
 from __future__ import annotations

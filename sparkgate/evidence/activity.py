@@ -1,19 +1,12 @@
 """What the engine is doing, from SGLang's own metrics: the one reading of "busy" and "idle" every re-check uses.
 
-- progress: `sglang:realtime_tokens_total` over every mode (prefill_compute, prefill_cache, decode). SGLang
-  bumps it on every forward pass (scheduler_components/metrics_reporter.py `report_decode_stats` ->
-  `increment_realtime_tokens`), unlike `sglang:generation_tokens_total`, which moves only when a request
-  finishes and so stands still through a long healthy stream;
-- decode progress: the same counter's `mode="decode"` child alone. SGLang's own `GET /health` runs a one-token
-  generation on an idle engine (http_server.py `health_generate`): its prefill moves the counter by one token per
-  call (seen on the real 0.5.23, tests/real/test_stall_evidence.py) but never decodes. The sentinel and Docker's
-  healthcheck call it every few seconds, so idleness reads decode progress: any client request of more than one
-  token decodes;
-- work: `sglang:num_running_reqs` + `sglang:num_queue_reqs`, SGLang's gauges, published at each prefill, every
-  `--decode-log-interval` decode passes (default 40) and when the scheduler goes idle.
-
-Idle (a probe may be sent without making a client queue behind it at batch 1): no work published and no
-token decoded over the whole last period.
+Progress (`sglang:realtime_tokens_total`, moved on every forward pass) and work (`sglang:num_running_reqs` +
+`sglang:num_queue_reqs`): docs/checks/engine.md, "`engine.stalled`: a hang that `/health` does not see". Idle (a
+probe may be sent without making a client queue behind it at batch 1): no work published and no token *decoded*
+over the whole last period. Decoded, because SGLang's `GET /health` (http_server.py `health_generate`) prefills one
+token per call on an idle engine (seen on the real 0.5.23, tests/real/test_stall_evidence.py) but never decodes,
+and the sentinel and Docker's healthcheck call it every few seconds; any client request of more than one token
+decodes.
 """
 
 from __future__ import annotations

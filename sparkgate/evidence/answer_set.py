@@ -1,18 +1,9 @@
 """The answer set: fixed questions with one exact answer each, shipped as data with the product
 (data/answer-set-N.json), and how a reply is judged against its answer.
 
-Speed at unchanged accuracy is the point of the stack, and engaged kernels can emit garbage at full speed
-(a spliced token, a garbled cold prefill, a wrong MoE path). So the gate asks questions whose answers a
-healthy model cannot miss: integer arithmetic, unit conversions, short facts, a counting list long
-enough to span many decode (or verify) steps, and questions that reach past one KV page: a planted fact
-retrieved from a 4 KB register (asked twice, early and late in it, so the second prefill reuses the first's
-cached pages), a multi-turn exchange whose answer depends on the earlier turn, and word problems whose answers
-take several steps. The set's version goes into every verdict; a change of
-questions, answers or thresholds is a new file and a new version, never an edit in place.
-
-Judging follows a written contract (sparkgate/evidence/judge.py, docs/checks/answers.md): the answer stated once in
-the result position, no other candidate answer, only the question's words and a documented allow-list of
-connectives, no symbols beyond punctuation; number words, units, `=` forms and Unicode digits are read.
+Why these questions and what the set holds: docs/checks/answers.md, "Why" and "The answer set"; how a reply is
+judged (judge.py): the same page, "The judge's contract". A change of questions, answers or thresholds is a new
+file and a new SET_VERSION, never an edit in place.
 """
 
 from __future__ import annotations

@@ -1,33 +1,8 @@
 """The answers stage: the engine must still answer correctly, cold, greedy, and like this host's baseline.
 
-Asked through the chat route a client uses (`POST /v1/chat/completions`), temperature 0, thinking off
-(`chat_template_kwargs.enable_thinking: false`) with `separate_reasoning: false`, so the raw reply is the
-`content` however the reasoning parser is set (SGLang's serving_chat.py). Order matters:
-
-1. the set's `repeat` question goes first, before anything else the gate sends warms the engine (some
-   kernels garble only the cold first prefill): `answers.cold_prefill`;
-2. every other question once: `answers.correct`, at most the set's `max_wrong` wrong;
-3. the `repeat` question again, now warm: greedy decoding (speculative included, which is lossless at
-   temperature 0) must give the same text: `answers.greedy_repeatable`;
-4. with a baseline recorded on this host (`invoke bench --profile baseline --record-floor` keeps the
-   baseline verdict's answers with their per-token log-probabilities), a stacked profile's replies must agree
-   with the baseline's on at least the set's `baseline_agreement_min` share: `answers.baseline_agreement`.
-   Agreement is read from the log-probabilities each reply carries (`logprobs`, `top_logprobs: 2`), not from
-   exact text: the same tokens within TOKEN_TOLERANCE_NATS of the baseline's log-probability each, or a reply
-   that leaves the baseline's tokens only where the baseline's top two candidates were within NEAR_TIE_NATS
-   (a near-tie the FP8 head or speculation may move) and is still judged right.
-
-A reply that thinks anyway (a chat template that ignores `enable_thinking`, a model build that always reasons) is
-read, not cut: only its final answer after the reasoning block (judge.reasoning: the first `</think>`, as SGLang's
-reasoning parser splits) is judged, by the same contract. One whose block never closed before `max_tokens` cut it is
-asked once more with THINKING_RETRY_TOKENS more (once per question; its time and tokens count in the stage's,
-`answers.thinking` in the verdict). Still cut inside its reasoning, it is wrong, and the check says "thinking not
-disabled". The counting question is never asked again: a retry is warm, and the cold reply is the one
-`answers.cold_prefill` judges, so it (and its warm twin, the same request) is asked with THINKING_RETRY_TOKENS more
-from the start.
-
-After admission the sentinel asks one question at a time, rotating through the set, on the same idle rule
-as the MTP acceptance probe: `sentinel.answer_probe` (see `start_rechecks` / `rechecks`).
+Asked cold first, then the rest, then the counting question warm; after admission the sentinel's
+`sentinel.answer_probe` (`start_rechecks` / `rechecks`). How each check asks and judges, thinking replies included:
+docs/checks/answers.md, "The checks" and "Thinking replies".
 """
 
 from __future__ import annotations
@@ -260,8 +235,8 @@ def ask(client: EngineClient, model: str, answers: AnswerSet, question: Question
     """One question through the chat route; the reply judged against the set's answer. `timeout_s` is wall
     time (default: REQUEST_TIMEOUT_S of engine time), per request. A reply cut at max_tokens inside a reasoning
     block that never closed (judge.reasoning: no answer) is asked once more with THINKING_RETRY_TOKENS more room
-    (module doc); its time counts. `room_first`: that room from the first request, never a retry (the cold
-    question, whose first request is the one judged)."""
+    (docs/checks/answers.md, "Thinking replies"); its time counts. `room_first`: that room from the first request,
+    never a retry (the cold question, whose first request is the one judged)."""
     reply = Reply(id=question.id, question=question.prompt, expected=question.answer)
     room = question.max_tokens + THINKING_RETRY_TOKENS
     body = {"model": model, "messages": answers.messages(question), "temperature": 0,
@@ -436,8 +411,8 @@ def _repeatable(answers: AnswersResult, source: str) -> CheckResult:
 
 
 def agreement(ours: list[list] | None, baseline: list[list] | None, right: bool) -> dict:
-    """One reply against the baseline's reply to the same question, by their tokens' log-probabilities
-    (module doc): {"agrees": bool, "how": why, in words, "max_delta_nats"}."""
+    """One reply against the baseline's reply to the same question, by their tokens' log-probabilities (the rule:
+    docs/checks/answers.md, `answers.baseline_agreement`): {"agrees": bool, "how": why, in words, "max_delta_nats"}."""
     if not ours or not baseline:
         return {"agrees": False, "how": "no log-probabilities " + ("in this reply" if not ours else "recorded")}
     worst, worst_at = 0.0, None
@@ -472,7 +447,7 @@ def agreement(ours: list[list] | None, baseline: list[list] | None, right: bool)
 
 def _agreement(answers: AnswersResult, answer_set: AnswerSet, baseline: dict, source: str) -> CheckResult:
     """Each question the baseline engine answered right on this host, against this profile's reply to it: the
-    same prompt, greedy, compared by per-token log-probabilities (module doc)."""
+    same prompt, greedy, compared by per-token log-probabilities (`agreement`)."""
     recorded = baseline.get("logprobs") if isinstance(baseline.get("logprobs"), dict) else {}
     ours = {r.id: r for r in answers.every_reply()}
     shared = [qid for qid in recorded if qid in ours and isinstance(recorded[qid], list)]

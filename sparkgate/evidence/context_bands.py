@@ -1,21 +1,12 @@
 """Speculation that pays, by context length: the accept length client traffic gets in each context band, against
 the break-even accept length (a verify step's cost in plain decode steps, evidence/calibration.py break_even).
 
-Users report NEXTN/MTP acceptance decaying with context until speculation is a net loss (sglang#30763,
-vllm#47602). The evidence is SGLang's own periodic decode log line (scheduler_components/metrics_reporter.py
-`report_decode_stats`, every `--decode-log-interval` passes, default 40):
+Read from SGLang's own decode log line (scheduler_components/metrics_reporter.py `report_decode_stats`), engine
+counters only (no wall clock is read):
 
     Decode batch, #running-req: 1, #token: 5123, token usage: 0.02, accept len: 1.71, accept rate: 0.24, ...
 
-(`#full token: N` on hybrid models, pool_stats_observer.py): the KV tokens held by the running requests and the
-accept length over the interval. A line's context is `#token` over `#running-req` (at batch 1, the request's
-own context); its band is one of BANDS. Engine counters only: no wall clock is read.
-
-The sentinel reads the log lines written after admission (new bytes each period, from the shared log file), so
-the read is client traffic; a period in which the sentinel sent a probe of its own is left out. A band is judged
-only with at least MIN_LINES lines; per band, speculation pays while its mean accept length is above the
-break-even. `sentinel.accept_by_context` reports it and never closes the gate: a workload whose context falls in
-a band that does not pay runs faster without speculation, but is served correctly.
+The evidence, the bands, the break-even and what is reported: docs/checks/mtp.md, "Speculation by context length".
 """
 
 from __future__ import annotations

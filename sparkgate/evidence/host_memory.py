@@ -1,18 +1,8 @@
 """Host memory after admission: the gate closes before unified-memory exhaustion wedges the Spark.
 
-On GB10 the GPU allocates from the same 128 GB as the host, and `docker --memory` does not contain CUDA's
-unified allocations, so an engine that grows (a KV cache that spills, a leak, another process on the host)
-takes the whole machine down rather than failing one request. NVML and DCGM report no memory on GB10, so the
-host's own `/proc/meminfo` is the evidence: inside a container it shows the host's figures (procfs is not
-namespaced for memory), and the sentinel reads it every period.
-
-- `host.memory_headroom`: `MemAvailable` at or above a floor (default 4 GiB: a healthy Spark serving
-  Ling-3.0-flash keeps far more; below it the next allocation burst can wedge the host).
-- `host.swap_growth`: swap in use (`SwapTotal - SwapFree`) grown by at most a bound since admission
-  (default 256 MiB): a unified-memory host that starts swapping is minutes from a stall.
-
-A refusal says how much is left and what holds it: the largest processes the sentinel can see (the engine
-shares its PID namespace) and the rest of the host.
+`host.memory_headroom` (a `MemAvailable` floor) and `host.swap_growth` (swap in use grown since admission), read
+from the host's own `/proc/meminfo` every period. Why that is the evidence on GB10, the thresholds and the fixes:
+docs/checks/host.md.
 """
 
 from __future__ import annotations

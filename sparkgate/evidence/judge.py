@@ -1,28 +1,7 @@
-"""How a reply is judged against its question's one answer: the contract (docs/checks/answers.md).
+"""How a reply is judged against its question's one answer.
 
-A reply is **right** when, after normalising it - its final answer (`reasoning`: the part after the first
-`</think>`, as SGLang's reasoning parser splits it; a reply that opened a block and never closed it has none), a trailing end-of-text marker
-(`<|endoftext|>`, `<|im_end|>`, `</s>`, `<eos>`) removed, markdown (`**`, `__`, backticks, `$`, `\\boxed{}`,
-`\\text{}`, headings and bullets) removed, case folded, every Unicode decimal digit read as its ASCII digit - it:
-
-1. states the answer **once**, in the result position: after the last result marker (`is`, `are`, `was`, `=`,
-   `equals`, `makes`, `gives`, `:`) when the reply has one and numbers follow it, else alone;
-2. states **no other candidate answer**: every other number is one of the question's own, in a restatement
-   before the result marker (`47 plus 38 is 85`, `91-46=45`, `3.5 km = 3500 m`, `There are 360 minutes in 6 hours`);
-   an answer that equals one of the question's numbers (`144 divided by 12` is `12`) is judged by that position,
-   not by presence, so `144 divided by 12 is 144` and `12 divided by 144` are wrong; a restatement of one operation
-   must compute the stated result (`417 + 25 = 442`, not `5093 + 25 = 442`);
-3. adds only **allowed words**: the question's own words with their inflections (`has` for `have`, `is` for `are`,
-   plurals) except its asking words (`how`, `many`, `what`, ...: an echo or a salad of the prompt carries them), unit
-   names and their abbreviations (`km`, `m`, `kg`, `g`, `h`, `min`, `s`), and the connective words of ALLOWED_WORDS;
-4. holds **no symbol** beyond punctuation (`. , ! ? ; : ' " ( ) [ ] … — –`) and, in a restatement, the arithmetic
-   operators `+ - − × ÷ / * =`.
-
-Number words are read as numbers (`eighty-five`, `three thousand five hundred`). A `word` answer is stated once with
-nothing but allowed words around it, next to a result marker or at the reply's start or alone (so `The capital of
-France is Paris`, `Paris is the capital of France` and `Au (gold)` are right; `capital France Paris of the`,
-`Paris 2024` and `Not Au, Ag` are not). An `integer_list` answer appears once as one contiguous run with nothing
-after it, only the question's numbers and allowed words before it (`The integers from 1 to 24: 1, 2, ..., 24`).
+The contract (normalising, the four rules, number words, `word` and `integer_list` answers, worked examples):
+docs/checks/answers.md, "The judge's contract".
 """
 
 from __future__ import annotations

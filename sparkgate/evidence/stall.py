@@ -1,17 +1,7 @@
-"""Decode stalls after admission: requests running while the engine produces no token.
+"""Decode stalls after admission: requests running while the engine produces no token (`engine.stalled`).
 
-Users of GB10 lose engines to CUDA hangs that SGLang's `/health` does not see: requests stay "running" at
-0 tokens/s while `/health` keeps answering (it counts any detokenizer output as healthy). The evidence is
-SGLang's own Prometheus metrics, read once per sentinel period (evidence/activity.py): the progress counter
-`sglang:realtime_tokens_total`, bumped on every forward pass, and the running and queued gauges.
-
-`engine.stalled` fails when work is pending and the progress counter has not moved for `stall_after_s`
-engine seconds (default 60: a healthy Spark decodes 40-80 tokens a second and prefills a long prompt chunk by
-chunk, each chunk counted). Missing counters fail closed.
-
-Limit, by SGLang's cadence: a request that hangs within its first decode-log interval (about a second on a
-Spark) is published as running 0; the sentinel's answer probe, which queues behind it and gets no answer,
-closes the gate after three probes instead (sentinel.answer_probe, docs/checks/answers.md).
+The evidence (evidence/activity.py: the progress counter and the running and queued gauges), the threshold and the
+limit at SGLang's decode-log cadence: docs/checks/engine.md, "`engine.stalled`: a hang that `/health` does not see".
 """
 
 from __future__ import annotations

@@ -1,24 +1,9 @@
 """Re-checking MTP acceptance after admission without ever closing the gate on a healthy engine.
 
-Client traffic is sampled prose at any temperature: its accept length legitimately sits far below the
-greedy-arithmetic floor the calibration judges, so a floor on client traffic closes healthy gates.
-Two signals instead:
-
-- the sentinel's own **probe**: one fixed calibration prompt, greedy, `PROBE_TOKENS` tokens, judged
-  against the profile's floor - the same measurement that admitted the engine. It runs only while the
-  engine is idle (batch 1: a probe queues a client behind it), within a timeout of one period: after
-  client traffic at the first idle re-check, otherwise every `PROBE_EVERY_PERIODS` periods. "Idle" is
-  read as every re-check reads it (evidence/activity.py): nothing running or queued and no token made over
-  the whole last period, on SGLang's per-forward-pass counter (`generation_tokens_total` stands still
-  through a long stream, which would read as idle and queue the probe behind the client);
-- a **collapse** statistic on client traffic: the windowed accept length (generated tokens over verify
-  calls) at or below `COLLAPSE_ACCEPT_LENGTH` over at least `MIN_VERIFY_CALLS` verify calls. A draft
-  that accepts nothing reads exactly 1.00; a healthy one accepts about one draft token in two even on
-  sampled prose. It does not close the gate by itself: it triggers the probe at once, idle or not,
-  because a greedy fixed prompt is the only judgement a healthy engine passes by construction.
-
-Both fail closed: counters that vanish, or a probe that errors or reports no speculative fields, fail.
-The sentinel calls `start` after each full verification and `rechecks` every period (MTP profiles only).
+Two signals: the sentinel's own greedy probe, judged against the floor while the engine is idle
+(evidence/activity.py), and a collapse statistic on client traffic that only triggers the probe; both fail closed.
+The sentinel calls `start` after each full verification and `rechecks` every period (MTP profiles only). Why and
+when: docs/checks/mtp.md, "After admission: the sentinel's acceptance re-check".
 """
 
 from __future__ import annotations

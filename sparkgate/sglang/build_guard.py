@@ -1,23 +1,11 @@
 """Build-time guard for the Spark engine image: fail the `docker build` unless the installed SGLang is the
 fork the profiles need, proven on the installed code itself.
 
-What it proves (each a `GuardResult`), for one engine image of images.lock.yaml (default `spark-fork`):
-- every env var the image's capabilities declare is in `vars(sglang.srt.environ.Envs)`; for the FP8 LM head
-  also the patch's startup log line in the fork's `bailing_moe_v3.py` source, the line the gate reads;
-- with NEXTN module sharing, `BailingMoeForCausalLMNextN.set_lm_head_from_target` resolves;
-- when a profile on the image runs DSpark, its drafter class is in `sglang.srt.models.dspark`'s `EntryClass`
-  (SGLang's model registry), read from source: importing model modules at build time may need a GPU;
-- the probe plugin's hook targets resolve (`pkgutil.resolve_name`), so SGLang can attach every hook;
-- SGLang's own parser (`ServerArgs.add_cli_args`, `allow_abbrev=False`) accepts the rendered argv.json of
-  every profile that runs on this image;
-- with Humming, `humming-kernels` is installed at the pinned version and `humming` is importable - found
-  without importing it: the build has no GPU and importing the kernels may need libcuda;
-- the image's SGLang facts (images.lock.yaml `sglang_facts`): every entry of the evidence fixture is where the
-  fixture says in the installed source (fork-only entries present on a fork image), the installed parser's
-  option table equals the committed flag manifest and its `Envs` the env manifest. Each missing, moved or
-  changed item is its own failure, named with its file (sparkgate/sglang/proof.py, facts.py).
-
-It runs on a build host without a GPU, and in CI against stock sglang==0.5.23, which it must refuse.
+The checks, one `GuardResult` each: docs/images.md, "Building the Spark engine image", item "`sparkgate
+build-guard` fails". Beyond that table: every env var the image's capabilities declare is checked, not only the
+FP8 head's, and a profile on the image that runs DSpark needs its drafter class in `sglang.srt.models.dspark`'s
+`EntryClass`, read from source (importing model modules at build time may need a GPU). Runs without a GPU; CI runs
+it against stock sglang==0.5.23, which it must refuse.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """A request's own timing as the engine reports it: the speed figures the gate and the bench judge.
 
-SGLang 0.5.23's tokenizer manager stamps each request (observability/req_time_stats.py, `ReqTimeStats`) and,
-on the final chunk of `/generate`, reports:
-
-- `e2e_latency` = finished - created (always);
-- `first_token_latency` = first token - created (with `--enable-metrics`, which every sparkgate launch has);
-- `decode_throughput` = (completion_tokens - 1) / (finished - first token) (with `--enable-metrics`).
-
-So the engine's decode time of a request is `e2e_latency - first_token_latency`, and its decode speed is
-`decode_throughput`: the same quantity the histograms `sglang:e2e_request_latency_seconds` minus
-`sglang:time_to_first_token_seconds` add up. On a Spark these are real seconds; on the simulator they are the
-simulated Spark's seconds, computed from its timing model and never read off the host's clock, so a busy host
-cannot make a healthy engine look slow. A client's own stopwatch is measured beside it and judged only for
-gross disagreement (engine.client_timing).
+SGLang 0.5.23 (observability/req_time_stats.py, `ReqTimeStats`) reports on `/generate`'s final chunk:
+`e2e_latency` = finished - created; `first_token_latency` = first token - created; `decode_throughput` =
+(completion_tokens - 1) / (finished - first token); the last two only with `--enable-metrics` (every sparkgate
+launch has it). How the gate reads them, and engine time against a client's stopwatch: docs/checks/engine.md,
+"Calibration" ("Per request, engine time", "Which is which").
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
 """The chat layer's reasoning split, as SGLang 0.5.23 does it for `--reasoning-parser deepseek-r1`.
 
-What the real server does (sglang/srt/parser/reasoning_parser.py and
-sglang/srt/entrypoints/openai/serving_chat.py, 0.5.23):
-
-- `DeepSeekR1Detector.__init__` passes `force_reasoning=True` to its base whatever it is given: the
-  detector assumes the model starts *inside* `<think>`. Everything before `</think>` is reasoning; a
-  leading `<think>` is stripped; with no `</think>` at all, the whole text is reasoning and `content`
-  is empty. So `chat_template_kwargs.enable_thinking=false` changes the prompt (the template reads it;
-  serving_chat passes chat_template_kwargs into apply_chat_template), not the parser: an answer the
-  model writes without `</think>` still lands in `reasoning_content`.
-- The parser runs only when the server has a reasoning parser *and* the request keeps
-  `separate_reasoning` (default true); with `separate_reasoning: false` the raw text, tags included,
-  is `content`.
-- Non-streaming: `detect_and_parse` on the whole text; `reasoning_content` is None when empty, content
-  "" (never None) when empty.
-- Streaming: `parse_streaming_increment` per delta; with `stream_reasoning` (default true) reasoning is
-  sent as it arrives (holding back a trailing fragment that could start a tag); with
-  `stream_reasoning: false` it is held until `</think>`. At the end (`finish`) what is still buffered is
-  flushed: as reasoning while inside the block, as content otherwise.
-- `reasoning_tokens` (usage and meta_info) counts output tokens up to and including `</think>` when the
-  request requires reasoning (`require_reasoning` = `_get_reasoning_from_request`, which for
-  deepseek-r1 falls back to the detector's `reasoning_default="always"`), all of them if it never came.
+See docs/simulator.md, "Thinking and the reasoning parser". Beyond it: non-streamed, an empty reasoning is None
+and an empty content ""; streamed, a trailing fragment that could start a tag is held back, and `finish` flushes
+the buffer as reasoning inside the block, as content after it; `require_reasoning` is `_get_reasoning_from_request`.
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
 """The startup sequence: SGLang's phases and log lines, in SGLang's order, with simulated durations.
 
-Every line is rendered from SGLang's own format (the conformance fixture). Which lines appear follows
-from what engaged (see engagement.py), never from fault names:
-  - `Online FP8 quantization enabled for lm_head.` once, only when the fork quantized the head;
-  - a second `Load weight begin/end ... type=BailingMoeForCausalLMNextN` only when the draft loads;
-  - `Capture ... CUDA graph begin/end` only when decode CUDA graphs are captured;
-  - `Using indexed gemm for humming moe` only at the first Humming MoE forward (graph capture, or
-    the warmup request when graphs are off).
-
-DSpark (`--speculative-algorithm DSPARK`) follows DSparkWorkerV2 (sglang/srt/speculative/dspark_components/
-dspark_worker_v2.py): the drafter's own `Load weight end ... type=LingDSparkModel` (BF16, no quant part),
-then `Initialized DSpark draft runner ...`, then memory pools (where memory_pool.py checks the KDA
-spec-verify ring and may stop the engine), the target verify graph, and `init_cuda_graphs`: the drafter
-captures one `draft verify` graph of gamma + 1 tokens per request, after the proposal is folded into it,
-unless too little memory is left (`Disable DSpark draft cuda graph ...`, no draft graph). An unreadable
-drafter config is logged while resolving and stops the engine when the target's model runner reads the
-drafter's config (spec_aux_hidden_state.py), before any weights load.
+Which lines appear follows from what engaged (engagement.py), never from fault names. The lines and their order,
+DSpark's included (DSparkWorkerV2, sglang/srt/speculative/dspark_components/dspark_worker_v2.py):
+docs/simulator.md, "Surface" (**Log**) and "Faults"; the phase durations: "Knobs" (`SPARKGATE_SIM_PHASES`).
 """
 
 from __future__ import annotations

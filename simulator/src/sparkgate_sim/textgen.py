@@ -1,26 +1,7 @@
 """Deterministic text: a fixed word vocabulary, whitespace tokenization, prompt-seeded output.
 
-Tokenization is deliberately simple and documented: a token is a whitespace-separated word. The
-output vocabulary is 1,000 pseudo-words ("bade", "kilo"...) so every output token is one word and
-completion text split on whitespace gives back exactly `completion_tokens`. At temperature 0 the
-output is a pure function of the prompt (a hash of it seeds every token), as greedy decoding is.
-
-Thinking, as Ling-3.0-flash does it: a chat prompt that leaves the assistant turn open (the stand-in
-template's default, thinking on) makes the model open `<think>`, write some reasoning words, close it
-with `</think>` and then answer. With `enable_thinking: false` the template pre-fills an empty think
-block, and the model answers at once with no tags. A raw `/generate` prompt gets a plain continuation.
-The tags are tokens of their own; their text carries newlines instead of the leading space, so the
-output split on whitespace still gives back exactly `completion_tokens`.
-
-A prompt that asks for code (workload.py) is answered from a second vocabulary of Python tokens
-("def", "return", "range(", ...), so a code answer looks like code; still one whitespace-free word per
-token, with ids after the pseudo-words' (the tokenizer files carry both).
-
-A short question the simulator recognises (answers.py: arithmetic, unit conversions, a few facts, counting)
-is answered right: the answer's words ("85"; "1," "2," ... "24" for a list) are the output tokens where the
-answer goes (at once with thinking off, after `</think>` with thinking on), then the model stops at EOS.
-An answer word that is no vocabulary word gets an id of its own past both vocabularies (ANSWER_TOKEN_ID_OFFSET
-plus a hash of the word), which the tokenizer files do not list.
+The pseudo-words, the code vocabulary, the think tags and the answer words (answers.py) with their ids:
+docs/simulator.md, "Tokenization and text" and "Questions the model answers".
 """
 
 from __future__ import annotations

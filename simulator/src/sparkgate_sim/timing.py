@@ -1,54 +1,8 @@
 """The decode timing model: how long each simulated step takes, in simulated seconds.
 
-Anchors (published Spark runs of Ling-3.0-flash at batch 1, recipe facts 1.4) that the model hits
-exactly at the nominal accept length:
-
-  baseline (flashinfer_mxfp4 MoE, BF16/FP32 head, no MTP) ........ 37.81 tok/s
-  Humming + FP8 head, no MTP ..................................... 41.0  tok/s
-  all three (Humming + FP8 head + MTP, accept length 2.68) ....... 53.89 tok/s
-  all three with the draft reading the FP8 head without scales ... 24.0  tok/s at accept 1.00
-
-Plain (non-speculative) decode: one token per step; the step rate is the baseline times a gain per
-engaged optimization. The published data give only the product of the Humming and FP8-head gains
-(41.0 / 37.81 = 1.0844), so we split it: Humming x1.03, FP8 head x1.0528 (= 41.0 / 37.81 / 1.03).
-
-Speculative (MTP) decode: one verify step emits A tokens on average (A = accept length, bonus token
-included). A verify step costs `a + b * A` plain steps of the same configuration: a fixed part (the
-draft steps plus the 4-position target forward) and a per-emitted-token part (sampling and KV commit).
-Two anchors fix a and b: the cost is 2.26 plain steps at A = 2.68 (healthy) and, in the broken-draft
-case (A = 1.00), the rate is 24.0 tok/s. The plain step of an MTP configuration runs at the non-MTP
-rate times a calibration factor (1.1084) chosen so that all three lands on 53.89 tok/s: the published
-41.0 and 53.89 come from different runs, and the factor absorbs that difference. The same factor and
-cost line apply to every MTP combination (e.g. MTP alone: 37.81 x 1.1084 x 2.68 / 2.26 = 49.70 tok/s).
-
-Without CUDA graphs every decode step is launched eagerly: decode runs at 0.45 of the graph rate
-(55 % slower). Prefill (time to first token) is 0.2 s plus a small per-prompt-token cost, matching
-the published mean TTFT of 0.207-0.214 s.
-
-Per workload (workload.py classifies each prompt as code, arith or prose). Acceptance depends on how
-predictable the text is; plain decode does not. Anchors: peers' same-harness Spark runs, thinking off
-(NEXTN 55.2 code / 45.0 prose tok/s; DSpark 68.4 code / 43.4 prose) and the published all-three 53.89
-on GSM8K-style arithmetic:
-
-  NEXTN (3 steps, verify window 4): arith keeps accept 2.68 (53.89 tok/s); the code and prose accept
-  lengths are solved from the same cost line so that the rate is 55.2 and 45.0 (2.77 and 2.12).
-
-  DSpark (a dense 1.36B drafter proposes a block of 8 in one forward; the target verifies 9 positions):
-  a verify step costs `F + b * A` plain steps of the calibrated all-three step. The drafter's published
-  accept lengths (6.57 HumanEval, 3.51 Alpaca; macro 5.29) are taken as the code and prose accept
-  lengths, and the two peer rates then fix F and b (b comes out at 0.225, next to NEXTN's 0.218: the
-  per-emitted-token cost is the same target work). Arith has no DSpark peer figure at thinking off: it
-  is set at 62 tok/s (between code and prose, above the 53.89 NEXTN floor the gate asks for), which
-  gives accept 5.68, next to the published macro 5.29.
-
-  F splits into the drafting part and the target's 9-position verify. The drafting part follows from
-  bytes read per step at the Spark's 273 GB/s: the drafter's 2.72 GB of BF16 weights (draft forward)
-  and the 0.40 GB FP8 LM head it projects its block through (the proposal). Degraded modes:
-    - draft CUDA graph disabled (too little memory left): the draft forward and the proposal run
-      eagerly, at the eager factor 0.45 (as decode without graphs);
-    - draft proposal kept eager (not folded into the draft graph): the proposal runs eagerly, plus
-      one host-launched Markov step per drafted token (0.25 ms each, an estimate);
-    - the drafter on its own (untrained) vocab modules: accept collapses to 1.00.
+Anchors: published Spark runs of Ling-3.0-flash at batch 1 (recipe facts 1.4) and peers' same-harness runs. The
+model, its derivations and the rates it gives: docs/simulator.md, "Timing model" and "Per workload, NEXTN and
+DSpark". (A drafter on its own vocab modules is untrained: its accept length collapses to 1.00.)
 """
 
 from __future__ import annotations
@@ -74,7 +28,7 @@ ACCEPT_JITTER = 0.05  # +- per request, seeded by the prompt
 TTFT_BASE_S = 0.2
 PREFILL_S_PER_TOKEN = 2.0e-6
 
-# Plain-step calibration for MTP configurations, fixed by the all-three anchor (see module doc).
+# Plain-step calibration for MTP configurations, fixed by the all-three anchor (docs/simulator.md, "Timing model").
 MTP_PLAIN_CALIBRATION = ALL_THREE_TOK_S * VERIFY_COST_AT_HEALTHY / (HEALTHY_ACCEPT_LENGTH * HUMMING_FP8_TOK_S)
 _ALL_THREE_PLAIN_TOK_S = HUMMING_FP8_TOK_S * MTP_PLAIN_CALIBRATION
 # cost(A) = VERIFY_FIXED_COST + VERIFY_COST_PER_TOKEN * A, through (2.68, 2.26) and (1.00, plain/24.0).
@@ -111,7 +65,7 @@ DSPARK_ACCEPT = {
     PROSE: DSPARK_PUBLISHED_ACCEPT[PROSE],
     ARITH: _accept_for_rate(DSPARK_TOK_S[ARITH], DSPARK_FIXED_COST, DSPARK_COST_PER_TOKEN),
 }
-# The drafting part of the fixed cost, from bytes read per step (module doc).
+# The drafting part of the fixed cost, from bytes read per step (docs/simulator.md, "Per workload, NEXTN and DSpark").
 SPARK_BANDWIDTH_GB_S = 273.0
 DRAFTER_WEIGHTS_GB = 1.36 * 2  # 1.36B parameters, BF16
 FP8_LM_HEAD_GB = 157184 * 2560 / 1e9  # vocab x hidden, one byte each
