@@ -1,7 +1,7 @@
 """The fleet lab: N local test hosts that Ansible reaches over SSH on 127.0.0.1, so a rollout can be
 rehearsed (and CI can test one) on a single machine.
 
-A lab host is a container of the fleet-host image (docker/fleet-host/build.sh) on the host network:
+A lab host is a container of the fleet-host image (docker/build-base.sh --fleet-host) on the host network:
 its sshd listens on 127.0.0.1:<its own port> with key auth only (a key made into the lab directory).
 It drives this machine's Docker engine through the mounted socket with this machine's docker CLI and
 Compose plugin, so its stack runs as sibling containers. Its state directory is mounted at the *same
@@ -77,8 +77,7 @@ def ensure_host_image(say=print) -> None:
     if docker_cli.image_id(HOST_IMAGE):
         return
     say(f"building {HOST_IMAGE} (mmdebstrap, about a minute)")
-    script = repo_root() / "docker" / "fleet-host" / "build.sh"
-    code = subprocess.call(["bash", str(script), HOST_IMAGE])
+    code = subprocess.call(["bash", str(repo_root() / "docker" / "build-base.sh"), "--fleet-host", HOST_IMAGE])
     if code:
         raise LabError(f"image {HOST_IMAGE}: build exited {code}. Fix: read the output above (mmdebstrap needs root "
                        "and a Debian mirror)")

@@ -18,9 +18,8 @@ SGLang's "GB" in these lines is 2**30 bytes.
 from __future__ import annotations
 
 import math
-from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from sparkgate.bench import roofline as roof
 
@@ -33,8 +32,6 @@ SPARK_FREE_GIB = (102.0, 110.0)
 # for the draft more not yet explained), as a share of the model's figure: measured on SGLang 0.5.23 (the H200
 # records, tests/fixtures/gpu-full-size; tests/unit/bench/test_sizing.py holds them). The plan adds them.
 UNMODELLED_WEIGHTS = {"target": 0.0188, "draft": 0.111}
-
-NonNegative = Annotated[float, Field(ge=0)]
 
 
 class Frozen(BaseModel):

@@ -373,7 +373,8 @@ def _rules_of(names: set[str]) -> tuple[str, ...]:
                         if any(fnmatch.fnmatchcase(name, read) for read in reads for name in names)))
 
 
-# Launch settings (sglang/flags.py passes them for every profile) without which whole families of reads see nothing:
+# Launch settings (passed for every profile by sglang/flags.py, or SGLang's default left in place: the decode log
+# interval, 40) without which whole families of reads see nothing:
 # a renamed one breaks every check reading a fact that starts with one of its prefixes, although none of those
 # checks reads the setting back (so no replay can prove it: a replay launches nothing).
 LAUNCH_PREREQUISITES = {

@@ -9,7 +9,8 @@ Each launch writes, under $SPARKGATE_GPU_RECORD_DIR/<launch>/: launch.json (argv
 error it died with), server.log (the engine's whole log) and measures.json (what the lane measured by the engine's
 own clock: decode speed per prompt length, accept counts; and, for the first launch, the GPU's copy bandwidth and a
 kernel profile of decode steps). The CPU tests (tests/unit/bench/test_sizing.py, test_measured.py) read SGLang's own sizing lines
-out of the logs with the product's parser (sparkgate/bench/sizing.py) and hold the roofline and the memory plan to them.
+out of the logs (tests/unit/bench/logged_sizing.py) and hold the roofline and the memory plan (sparkgate/bench/sizing.py)
+to them.
 """
 
 from __future__ import annotations

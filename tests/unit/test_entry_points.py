@@ -52,3 +52,13 @@ def test_quickstart_names_the_endpoint_it_ends_with(repo):
     readme = (repo / "README.md").read_text(encoding="utf-8")
     assert f"admitted: http://127.0.0.1:{defaults.GATEWAY_PORT} serves ling-v3-flash-fp4 (all-three, sim)" in readme
     assert shlex.split(quickstart_commands(repo)[0]) == ["bash", "scripts/quickstart"]
+
+
+def test_ci_prebuilds_the_fleet_lab_host_image_the_lab_uses(repo):
+    """CI builds the lab's host image during its set-up; under another tag the lab would build it again mid-tests."""
+    from devtasks.fleet_lab import HOST_IMAGE
+
+    script = (repo / ".ci" / "run").read_text(encoding="utf-8")
+    (tag,) = re.findall(r"^FLEET_HOST_IMAGE=(\S+)", script, re.M)
+    assert tag == HOST_IMAGE
+    assert 'bash docker/build-base.sh --fleet-host "$FLEET_HOST_IMAGE"' in script

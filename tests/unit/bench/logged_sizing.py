@@ -9,9 +9,11 @@ from typing import Annotated
 
 from pydantic import Field
 
-from sparkgate.bench.sizing import GIB, Frozen, NonNegative
+from sparkgate.bench.sizing import GIB, Frozen
 from sparkgate.evidence import logs
 from sparkgate.sglang import conformance as C
+
+NonNegative = Annotated[float, Field(ge=0)]
 
 
 class LoadedModel(Frozen):
