@@ -12,6 +12,6 @@ Modules:
   plot       the PNG (tok/s and TPOT per run, published figures drawn for reference)
   roofline   bytes read per decode step from a checkpoint config.json and the quantization layout
   floor      the recorded baseline speed of this host, which the gate uses as its floor
-  published  the published Spark figures (recipe facts 1.4, 5b)
+  published  the published Spark figures (the Ling notebook's Spark recipe)
   run        what `invoke bench` does: resolve the deployment, run, write, summarize
 """

@@ -2,7 +2,7 @@
 
 The `chat` and `generate` APIs and where tokens, speculative fields and durations come from: docs/bench.md, "What a
 run measures". `generate` asks like SGLang's own few-shot GSM8K benchmark; counting stream chunks would under-report
-tokens by the accept length (recipe facts 4E); engine timing is read by sparkgate/sglang/request_timing.py.
+tokens by the accept length; engine timing is read by sparkgate/sglang/request_timing.py.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class Sampling:
 
 
 GREEDY = Sampling("greedy", 0.0)
-# The published protocol (recipe facts 1.4): temperature 0.6, top_p 0.95, top_k 29, seed 42.
+# The published protocol (the Ling notebook's Spark recipe): temperature 0.6, top_p 0.95, top_k 29, seed 42.
 PUBLISHED_SAMPLED = Sampling("sampled", 0.6, 0.95, 29, 42)
 
 

@@ -286,8 +286,8 @@ def setup_for_profile(profile, *, accept_length: float | None = None, context_to
 
 # The published Ling-3.0-flash shape, used when no checkpoint config.json is on this host. The values are the
 # checkpoint's config.json fields as pinned by a third-party loader of Ling-3.0-flash (hidden 2560 and vocab
-# 157,184 also appear in the recipe facts); with the layout modelled above they give 5.10 B active parameters, the
-# published "5.1B active". tests/fixtures/bench/ling-3.0-flash-config.json carries the same values in
+# 157,184 also appear in the Ling notebook's Spark recipe); with the layout modelled above they give 5.10 B active
+# parameters, the published "5.1B active". tests/fixtures/bench/ling-3.0-flash-config.json carries the same values in
 # checkpoint form. Confirm against your checkpoint: `invoke roofline --config <model dir>/config.json`.
 REFERENCE_CONFIG: dict = {
     "architectures": ["BailingMoeV3ForCausalLM"],

@@ -22,7 +22,7 @@ HOST_MEMINFO_ENV = "SPARKGATE_SIM_HOST_MEMINFO"
 IMAGES = ("fork", "stock")
 
 # Simulated seconds per startup phase, close to a real Spark cold start of Ling-3.0-flash: the weights
-# take ~342 s and "fired up" follows about 3 min after "Load weight end" (recipe facts 1.5), ~8.5 min
+# take ~342 s and "fired up" follows about 3 min after "Load weight end" (the Ling notebook's Spark recipe), ~8.5 min
 # in all with MTP. Phases marked MTP-only are skipped when no draft model loads.
 DEFAULT_PHASES: dict[str, float] = {
     "init": 8.0,  # process start, tokenizer, server_args resolution

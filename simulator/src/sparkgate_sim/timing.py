@@ -1,8 +1,8 @@
 """The decode timing model: how long each simulated step takes, in simulated seconds.
 
-Anchors: published Spark runs of Ling-3.0-flash at batch 1 (recipe facts 1.4) and peers' same-harness runs. The
-model, its derivations and the rates it gives: docs/simulator.md, "Timing model" and "Per workload, NEXTN and
-DSpark". (A drafter on its own vocab modules is untrained: its accept length collapses to 1.00.)
+Anchors: published Spark runs of Ling-3.0-flash at batch 1 (the Ling notebook's Spark recipe) and peers'
+same-harness runs. The model, its derivations and the rates it gives: docs/simulator.md, "Timing model" and "Per
+workload, NEXTN and DSpark". (A drafter on its own vocab modules is untrained: its accept length collapses to 1.00.)
 """
 
 from __future__ import annotations
