@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from devtasks.ports import free_port  # noqa: E402
 from sparkgate.deploy import deploy as deploy_mod  # noqa: E402
 from sparkgate.deploy import docker_cli  # noqa: E402
 
@@ -55,12 +55,6 @@ for i in range(n):
         out[name].append(stream(base, tokens))
 print(json.dumps(out))
 '''
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def transitions_to_open(verdict: dict) -> float | None:

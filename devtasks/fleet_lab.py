@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from devtasks.ports import free_port
 from sparkgate import atomic
 from sparkgate.deploy import docker_cli
 from sparkgate.errors import Refusal
@@ -56,12 +57,6 @@ class LabHost:
 
 def default_dir() -> Path:
     return build_dir() / "fleet-lab"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _compose_plugin() -> Path:

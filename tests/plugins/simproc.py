@@ -15,16 +15,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devtasks.ports import free_port  # noqa: F401 - the tests import it from here
+
 REPO = Path(__file__).resolve().parents[2]
 # Fast by default: 100x real time and a 20 s (simulated) startup, so a start takes ~0.2 s of wall time.
 DEFAULT_SCALE = 0.01
 DEFAULT_STARTUP_S = 20.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def profile_launch(name: str) -> tuple[list[str], dict[str, str]]:
