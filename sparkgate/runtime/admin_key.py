@@ -23,19 +23,21 @@ from pathlib import Path
 from typing import Any
 
 from sparkgate.runtime.secret_files import require_tmpfs, write_secret
+from sparkgate.sglang import flags
 
 # The tmpfs volume shared by engine (rw) and sentinel (ro); the compose templates mount it here.
 ADMIN_DIR = Path("/run/sparkgate-admin")
 KEY_FILE_NAME = "admin-key"
 # SGLang refuses a --config file whose suffix is not .yaml/.yml.
 CONFIG_FILE_NAME = "engine-admin.yaml"
-CONFIG_KEY = "admin-api-key"  # the YAML key becomes `--admin-api-key` verbatim in the merged argv
+CONFIG_KEY = flags.ADMIN_API_KEY.removeprefix("--")  # the YAML key becomes the flag verbatim in the merged argv
 REDACTED = "<redacted>"
 
-# Server-arg fields that hold secrets (sglang/srt/arg_groups/fields/serving.py).
-SECRET_FIELDS = ("admin_api_key", "api_key", "ssl_keyfile_password")
+# Server-arg fields that hold secrets: the secret flags' argparse dests (sglang/srt/server_args.py).
+SECRET_FIELDS = tuple(flag.removeprefix("--").replace("-", "_") for flag in flags.SECRET_FLAGS)
 # The same secrets as flags inside a string (launch_command, a log line): `--api-key KEY`, `--api-key=KEY`.
-_SECRET_FLAG_VALUE = re.compile(r"(--(?:admin-api-key|api-key|ssl-keyfile-password)(?:=|\s+))(?!<redacted>)(\S+)")
+_SECRET_FLAG_VALUE = re.compile(
+    r"((?:{})(?:=|\s+))(?!{})(\S+)".format("|".join(map(re.escape, flags.SECRET_FLAGS)), re.escape(REDACTED)))
 
 
 class AdminKeyError(Exception):

@@ -223,6 +223,7 @@ def sizing(c, profile=None, free=None, config=None):
     require(profile, "profile", "invoke sizing --profile all-three")
     from sparkgate.bench import roofline as roof
     from sparkgate.bench import sizing as size
+    from sparkgate.deploy import preflight
     from sparkgate.profile import loading as profiles
 
     try:
@@ -250,7 +251,7 @@ def sizing(c, profile=None, free=None, config=None):
     for plan in plans:
         print(f"  {plan.summary()}")
     print(f"  needs {first.min_free_gib:.1f} GiB free for the whole context (preflight refuses below "
-          f"{max(size.start_floor_gib(loaded.profile)[0], 85):.1f} GiB MemAvailable)")
+          f"{preflight.memory_floor(loaded.profile)[0]:.1f} GiB MemAvailable)")
     # (the floor is the checkpoint on this host's, as `invoke deploy` computes it; --config changes the lines above)
 
 
