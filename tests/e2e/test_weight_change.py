@@ -9,7 +9,6 @@ import subprocess
 
 import pytest
 
-from tests.e2e.conftest import E2E_PERIOD_S
 from tests.e2e.test_deploy import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
@@ -34,11 +33,12 @@ def test_weight_swap_closes_the_gate_until_a_fresh_full_verdict(deploy_stack):
     before = stack.verdict()
     answer = update_weights_from_sentinel(stack, {"model_path": "/models/Ling-3.0-flash-fp4", "weight_version": "swapped-1"})
     assert answer["success"] is True and "Weight version updated to swapped-1" in answer["message"], answer
-    # Closed by the first re-check that starts after the swap (one may be in flight at it): counted in the
-    # sentinel's own re-checks, not in wall seconds, so a busy host does not change the verdict.
+    # Closed by the first re-check that starts after the swap (one may be in flight at it): judged by the
+    # sentinel's own re-check count, not in wall seconds (the timeout is a safety net), so a busy host passes.
     seen: list[dict] = []
-    closed = wait_for(lambda: seen.append(stack.verdict()) or seen[-1]["state"] != "open", timeout=E2E_PERIOD_S * 10)
-    assert closed, "the gate stayed open after the weights changed"
+    wait_for(lambda: seen.append(stack.verdict()) or seen[-1]["state"] != "open"
+             or seen[-1]["rechecks"] > before["rechecks"] + 3, timeout=300, interval=0.2)
+    assert seen[-1]["state"] != "open", ("the gate stayed open after the weights changed", seen[-1]["rechecks"])
     assert stack.get("/sparkgate/ready", timeout=2)[0] == 503
     # One re-check may finish between `before` and the swap, one may be in flight at it; the next one closes.
     assert seen[-1]["rechecks"] <= before["rechecks"] + 3, (before["rechecks"], seen[-1]["rechecks"])
