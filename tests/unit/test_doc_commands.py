@@ -17,9 +17,12 @@ from sparkgate import cli
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
-SPAN = re.compile(r"`((?:invoke|sparkgate) [^`\n]+)`")
+SPAN = re.compile(r"`([^`\n]+)`")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
-LINE = re.compile(r"^\s*(?:\$ )?((?:invoke|sparkgate) [^#\n]*)", re.M)
+# A shell line's commands: split at `&&`, `||` and `;` (not at `|`: usage lines spell alternatives with it).
+SEGMENTS = re.compile(r"\s+(?:&&|\|\|)\s+|;\s+")
+# One command, after a prompt, sudo, VAR=value assignments and a path (`.venv/bin/invoke`); a comment ends it.
+COMMAND = re.compile(r"^\s*(?:\$\s+)?(?:sudo\s+(?:-\S+\s+)*)?(?:\w+=\S*\s+)*(?:[\w.~/-]*/)?((?:invoke|sparkgate) [^#]*)")
 OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
 # Words of prose that follow "sparkgate" in running text, not subcommands.
 NOT_A_COMMAND = {"admits", "deploys", "does", "is", "keeps", "reads", "refuses", "runs", "says", "writes", "verdict"}
@@ -29,11 +32,14 @@ def command_lines() -> list[tuple[str, str]]:
     found = []
     for doc in DOCS:
         text = doc.read_text()
-        blocks = [m.group(0) for m in FENCE.finditer(text)]
-        lines = [m.group(1).strip() for block in blocks for m in LINE.finditer(block)]
-        spans = [m.group(1).strip() for m in SPAN.finditer(FENCE.sub("", text))]
-        found += [(doc.relative_to(REPO).as_posix(), line) for line in lines + spans]
+        lines = [line for m in FENCE.finditer(text) for line in m.group(0).splitlines()]
+        lines += [m.group(1) for m in SPAN.finditer(FENCE.sub("", text))]
+        found += [(doc.relative_to(REPO).as_posix(), command) for line in lines for command in commands_in(line)]
     return found
+
+
+def commands_in(line: str) -> list[str]:
+    return [m.group(1).strip() for segment in SEGMENTS.split(line) if (m := COMMAND.match(segment))]
 
 
 def invoke_options() -> dict[str, set[str]]:
@@ -103,3 +109,13 @@ def test_command_line_parses_against_the_real_signatures(doc, line):
 ])
 def test_a_stale_line_is_found(line, expected):
     assert (expected in problems(line)) if expected else not problems(line)
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("sudo .venv/bin/invoke images.base && invoke images.wheels   # note", ["invoke images.base", "invoke images.wheels"]),
+    ("$ SPARKGATE_X=1 ~/bin/sparkgate verify --profile P; echo done", ["sparkgate verify --profile P"]),
+    ("sparkgate verify (--profile NAME|PATH | --expectations FILE)", ["sparkgate verify (--profile NAME|PATH | --expectations FILE)"]),
+    ("echo invoke deploy", []),
+])
+def test_commands_are_found_behind_sudo_paths_and_operators(line, expected):
+    assert commands_in(line) == expected
