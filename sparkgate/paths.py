@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
 
 def repo_root() -> Path:
@@ -24,3 +25,32 @@ def templates_dir() -> Path:
 
 def build_dir() -> Path:
     return repo_root() / "build"
+
+
+
+@dataclass(frozen=True)
+class HostDir:
+    """A host directory the rendered compose.yaml mounts: the one `env` names, else `default` under $HOME.
+    `host()` is where the preflight looks; `compose()` spells the same path for Compose to interpolate."""
+
+    env: str
+    default: str
+
+    def host(self, *parts: str) -> Path:
+        return Path(os.environ.get(self.env, Path.home() / self.default)).joinpath(*parts)
+
+    def compose(self, *parts: str) -> str:
+        return "/".join([f"${{{self.env}:-${{HOME}}/{self.default}}}", *parts])
+
+
+def model_dir(mounted_at: str) -> HostDir:
+    """The target checkpoint: ~/models/<basename of model.path> unless SPARKGATE_MODEL_DIR says otherwise."""
+    return HostDir("SPARKGATE_MODEL_DIR", f"models/{PurePosixPath(mounted_at).name}")
+
+
+def dspark_dir(mounted_at: str) -> HostDir:
+    """The DSpark drafter: ~/models/<basename of its draft path> unless SPARKGATE_DSPARK_DIR says otherwise."""
+    return HostDir("SPARKGATE_DSPARK_DIR", f"models/{PurePosixPath(mounted_at).name}")
+
+
+CACHE_DIR = HostDir("SPARKGATE_CACHE_DIR", ".cache/sparkgate")  # the kernel caches, one subdirectory each

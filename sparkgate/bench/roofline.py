@@ -324,8 +324,7 @@ REFERENCE_CONFIG: dict = {
 
 def checkpoint_config(model_path: str) -> Path | None:
     """The checkpoint's config.json on this host, where deploy looks for the weights."""
-    import os
+    from sparkgate.paths import model_dir
 
-    model_dir = Path(os.environ.get("SPARKGATE_MODEL_DIR", Path.home() / "models" / Path(model_path).name))
-    candidate = model_dir / "config.json"
+    candidate = model_dir(model_path).host("config.json")
     return candidate if candidate.is_file() else None

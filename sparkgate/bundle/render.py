@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from sparkgate import atomic, defaults
+from sparkgate import atomic, defaults, paths
 from sparkgate.bundle import expectations, monitoring
 from sparkgate.deploy import engine_preflight
 from sparkgate.errors import Refusal
@@ -152,9 +152,8 @@ def drafter_mounts(profile) -> dict:
     settings = profile.optimizations.dspark
     if not settings.enabled:
         return {"drafter_mounts": [], "sim_drafter_mounts": [], "sim_drafter_volumes": []}
-    name = PurePosixPath(settings.draft_model_path).name
     return {
-        "drafter_mounts": [f"${{SPARKGATE_DSPARK_DIR:-${{HOME}}/models/{name}}}:{settings.draft_model_path}:ro"],
+        "drafter_mounts": [f"{paths.dspark_dir(settings.draft_model_path).compose()}:{settings.draft_model_path}:ro"],
         "sim_drafter_mounts": [f"{SIM_DRAFTER_VOLUME}:{settings.draft_model_path}:ro"],
         "sim_drafter_volumes": [SIM_DRAFTER_VOLUME],
     }
@@ -165,7 +164,6 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions, bundle_files:
     profile = loaded.profile
     lock = load_lock()
     engine_image = lock.engine_ref(profile.image) if options.target == "spark" else lock.local_images["sim"]
-    model_dir_name = PurePosixPath(profile.model.path).name
     humming_root = str(PurePosixPath(profile.optimizations.humming.cache_dir).parent)
     capabilities = lock.engine_images[profile.image].capabilities
     engine_url = f"http://engine:{profile.sglang.port}"
@@ -239,10 +237,10 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions, bundle_files:
             name: compose_literal(value)
             for name, value in {**loaded.plan.env_map(), **(sim_environment if options.target == "sim" else {})}.items()
         },
-        "model_mount": f"${{SPARKGATE_MODEL_DIR:-${{HOME}}/models/{model_dir_name}}}:{profile.model.path}:ro",
-        "humming_cache_mount": f"${{SPARKGATE_CACHE_DIR:-${{HOME}}/.cache/sparkgate}}/humming:{humming_root}",
+        "model_mount": f"{paths.model_dir(profile.model.path).compose()}:{profile.model.path}:ro",
+        "humming_cache_mount": f"{paths.CACHE_DIR.compose('humming')}:{humming_root}",
         "sim_humming_cache_mount": f"humming-cache:{humming_root}",
-        "flashinfer_cache_mount": f"${{SPARKGATE_CACHE_DIR:-${{HOME}}/.cache/sparkgate}}/flashinfer:{FLASHINFER_CACHE}",
+        "flashinfer_cache_mount": f"{paths.CACHE_DIR.compose('flashinfer')}:{FLASHINFER_CACHE}",
         "healthcheck": [
             "CMD", "sparkgate", "healthcheck", "--url", f"http://127.0.0.1:{profile.sglang.port}/health",
         ],

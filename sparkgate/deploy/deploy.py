@@ -4,14 +4,13 @@ verdict, smoke-test through the gateway, and write a deploy record. Exit 0 only 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sparkgate import atomic, suites
+from sparkgate import atomic, paths, suites
 from sparkgate.bundle import render
 from sparkgate.bundle.monitoring import DEFAULT_PROMETHEUS_PORT, DEFAULT_SCRAPE_INTERVAL_S
 from sparkgate.deploy import docker_cli, preflight
@@ -144,7 +143,7 @@ def deploy(options: DeployOptions, say: Callable[[str], None] = print) -> Deploy
     if options.target == "spark":
         # Host facts first: on the wrong host nothing else matters.
         model_dir = preflight.model_dir(loaded.profile.model.path)
-        cache_dir = Path(os.environ.get("SPARKGATE_CACHE_DIR", Path.home() / ".cache" / "sparkgate"))
+        cache_dir = paths.CACHE_DIR.host()
         mem_min_gib, mem_why = preflight.memory_floor(loaded.profile)
         host = preflight.spark_host(model_dir, cache_dir, mem_min_gib, memory_held_by_own_engine=running,
                                     mem_why=mem_why)

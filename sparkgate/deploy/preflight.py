@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparkgate import paths
 from sparkgate.deploy import checkpoint, docker_cli, drafter
 
 # Ling-3.0-flash needs ~60-66 GB of weights plus KV cache and graphs in unified memory; another model
@@ -169,7 +170,7 @@ def spark_host(model_dir: Path, cache_dir: Path, mem_min_gib: float = SPARK_MIN_
 
 def model_dir(model_path: str) -> Path:
     """The host directory rendered compose.yaml mounts at model.path (SPARKGATE_MODEL_DIR)."""
-    return Path(os.environ.get("SPARKGATE_MODEL_DIR", Path.home() / "models" / Path(model_path).name))
+    return paths.model_dir(model_path).host()
 
 
 def model_checkpoint(profile, reference: str, directory: Path | None = None,
@@ -186,8 +187,7 @@ def model_checkpoint(profile, reference: str, directory: Path | None = None,
 
 def dspark_drafter_dir(draft_model_path: str) -> Path:
     """The host directory rendered compose.yaml mounts at the drafter path (SPARKGATE_DSPARK_DIR)."""
-    default = Path.home() / "models" / Path(draft_model_path).name
-    return Path(os.environ.get("SPARKGATE_DSPARK_DIR", default))
+    return paths.dspark_dir(draft_model_path).host()
 
 
 def dspark_drafter(profile, say: Callable[[str], None] = lambda _: None,
