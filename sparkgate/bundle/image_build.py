@@ -31,15 +31,15 @@ BASE_TAG = "sparkgate/base:bookworm"
 # The Python of the images: Debian bookworm's python3 in the base, CPython 3.11 from uv on the Spark.
 IMAGE_PYTHON = "3.11"
 # Optional-dependency groups of pyproject.toml that the simulator image installs when they exist.
-SIM_EXTRAS = ("sim",)
+RUNTIME_EXTRAS = ("runtime",)
 # The runtime image builds sparkgate and the simulator from source with --no-build-isolation, so its
-# build backend comes from the wheels too (docker/sim.Dockerfile ARG SETUPTOOLS_VERSION, held equal by a test).
+# build backend comes from the wheels too (docker/runtime.Dockerfile ARG SETUPTOOLS_VERSION, held equal by a test).
 BUILD_REQUIREMENTS = ("setuptools==84.2.1",)
 # Bundle data copied next to the package so the CLI works inside images (SPARKGATE_HOME).
 BUNDLE_DATA = ("images.lock.yaml", "profiles", "templates")
 # The Spark image's build context: only what the Dockerfile copies (keeps .venv, .git and build/ out).
 SPARK_CONTEXT = ("pyproject.toml", "sparkgate", "probe", *BUNDLE_DATA)
-RUNTIME_DOCKERFILE = "docker/sim.Dockerfile"
+RUNTIME_DOCKERFILE = "docker/runtime.Dockerfile"
 LEGACY_BUILDER = {"DOCKER_BUILDKIT": "0"}
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".pytest_cache")
 
@@ -128,7 +128,7 @@ def _pyproject() -> dict:
 def image_requirements() -> tuple[list[str], str]:
     """(third-party requirements to download, the requirement line that installs sparkgate)."""
     project = _pyproject()["project"]
-    extras = [name for name in SIM_EXTRAS if name in project.get("optional-dependencies", {})]
+    extras = [name for name in RUNTIME_EXTRAS if name in project.get("optional-dependencies", {})]
     deps = list(project.get("dependencies", [])) + list(BUILD_REQUIREMENTS)
     for name in extras:
         deps.extend(project["optional-dependencies"][name])
@@ -243,7 +243,7 @@ def _copy_from_checkout(names: tuple[str, ...], destination: Path) -> None:
             shutil.copy2(path, destination / name)
 
 
-def sim_build_argv(tag: str, context: Path, no_cache: bool = False) -> list[str]:
+def runtime_build_argv(tag: str, context: Path, no_cache: bool = False) -> list[str]:
     """The offline build: what the top-level compose files do with SPARKGATE_RUNTIME_BASE=sparkgate/base:bookworm
     and SPARKGATE_BUILD_NETWORK=none (same Dockerfile, same context, the wheels from .ci/wheels)."""
     argv = ["docker", "build", "--network", "none", "--build-arg", f"BASE_IMAGE={BASE_TAG}"]
@@ -260,7 +260,7 @@ def build_runtime(no_cache: bool = False, dry_run: bool = False) -> None:
     to what the Dockerfile copies), so the image always carries the current source.
     """
     tag = load_lock().local_images["sim"]
-    argv = sim_build_argv(tag, _root(), no_cache)
+    argv = runtime_build_argv(tag, _root(), no_cache)
     if dry_run:
         print(_show(argv, LEGACY_BUILDER))
         return

@@ -21,6 +21,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from sparkgate import atomic, defaults, paths
 from sparkgate.bundle import expectations, monitoring
+from sparkgate.bundle.image_build import RUNTIME_DOCKERFILE
 from sparkgate.deploy import engine_preflight
 from sparkgate.errors import Refusal
 from sparkgate.images import load_lock
@@ -60,7 +61,6 @@ PROMETHEUS_DOCKERFILE_CONTEXT = "docker"
 # The runtime image's base and build network come from the environment: by default the digest-pinned
 # registry base (images.lock.yaml base_images.runtime-base) with network; CI sets the local mmdebstrap base
 # and `none` (docs/images.md).
-RUNTIME_DOCKERFILE = "docker/sim.Dockerfile"
 ENGINE_DOCKERFILE = "Dockerfile"
 RUNTIME_BASE_ENV = "SPARKGATE_RUNTIME_BASE"
 BUILD_NETWORK_ENV = "SPARKGATE_BUILD_NETWORK"
@@ -133,7 +133,7 @@ def runtime_build() -> dict:
             f"images.lock.yaml base_images.runtime-base.digest: observed null, expected sha256:<64 hex> for "
             f"{base.ref}: the top-level compose files pull the runtime base by digest only. Fix: run "
             "`invoke images.lock` on a host that can pull, write the digest into images.lock.yaml and "
-            "docker/sim.Dockerfile's ARG BASE_IMAGE, then `invoke render-top-level`"
+            "docker/runtime.Dockerfile's ARG BASE_IMAGE, then `invoke render-top-level`"
         )
     return {
         "context": ".",

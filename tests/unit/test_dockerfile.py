@@ -24,7 +24,7 @@ from sparkgate.images import load_lock
 
 REPO = Path(__file__).resolve().parents[2]
 SPARK_DOCKERFILE = REPO / "Dockerfile"
-SIM_DOCKERFILE = REPO / "docker" / "sim.Dockerfile"
+RUNTIME_DOCKERFILE = REPO / "docker" / "runtime.Dockerfile"
 ALL_DOCKERFILES = [SPARK_DOCKERFILE, *sorted((REPO / "docker").glob("*.Dockerfile"))]
 GOOD_DIGEST = "sha256:" + "0123456789abcdef" * 4
 
@@ -173,7 +173,7 @@ def test_entrypoints_match_the_rendered_compose() -> None:
     # The simulator has no host to check: its entrypoint carries no --preflight (deploy/engine_preflight.py).
     at = rendered.index("--preflight")
     sim = [("sim" if token == "spark" else token) for token in rendered[:at] + rendered[at + 2:]]
-    assert exec_form(SIM_DOCKERFILE, "ENTRYPOINT") == sim
+    assert exec_form(RUNTIME_DOCKERFILE, "ENTRYPOINT") == sim
 
 
 def test_from_appends_the_digest_only_when_given() -> None:
@@ -216,7 +216,7 @@ def test_runtime_image_base_is_the_pinned_registry_base_by_default() -> None:
     """`docker compose up --build` in a fresh clone pulls the runtime base by digest, never by tag alone."""
     base = load_lock().base_images["runtime-base"]
     assert base.digest, "images.lock.yaml base_images.runtime-base needs a digest"
-    assert arg_defaults(SIM_DOCKERFILE)["BASE_IMAGE"] == base.pinned_ref
+    assert arg_defaults(RUNTIME_DOCKERFILE)["BASE_IMAGE"] == base.pinned_ref
     assert re.fullmatch(r"[a-z0-9./-]+:[\w.-]+@sha256:[0-9a-f]{64}", base.pinned_ref)
 
 
@@ -225,29 +225,32 @@ def test_runtime_image_installs_exactly_the_offline_base_packages() -> None:
     same image and the offline one needs no mirror."""
     script = (REPO / "docker" / "build-base.sh").read_text(encoding="utf-8")
     (packages,) = re.findall(r"^packages=(\S+)$", script, re.M)
-    assert arg_defaults(SIM_DOCKERFILE)["OS_PACKAGES"].split() == packages.split(",")
+    assert arg_defaults(RUNTIME_DOCKERFILE)["OS_PACKAGES"].split() == packages.split(",")
 
 
 def test_runtime_build_backend_pin_equals_the_downloaded_wheels() -> None:
     (pin,) = image_tasks.BUILD_REQUIREMENTS
-    assert pin == f"setuptools=={arg_defaults(SIM_DOCKERFILE)['SETUPTOOLS_VERSION']}"
+    assert pin == f"setuptools=={arg_defaults(RUNTIME_DOCKERFILE)['SETUPTOOLS_VERSION']}"
     assert pin in image_tasks.image_requirements()[0], "images.wheels must download the build backend"
-    runs = run_commands(SIM_DOCKERFILE)
+    runs = run_commands(RUNTIME_DOCKERFILE)
     (source_install,) = [cmd for cmd in runs if "/opt/sparkgate/simulator" in cmd and "pip install" in cmd]
     assert "--no-index --no-build-isolation --no-deps" in source_install
 
 
-def test_sim_image_builds_offline_on_the_mmdebstrap_base() -> None:
+def test_runtime_image_builds_offline_on_the_mmdebstrap_base() -> None:
     """CI's `images.runtime`: the same Dockerfile and context as the compose files, on the local base, no network,
     and pip never looks at an index when .ci/wheels holds the wheels."""
-    argv = image_tasks.sim_build_argv(load_lock().local_images["sim"], REPO)
+    argv = image_tasks.runtime_build_argv(load_lock().local_images["sim"], REPO)
     assert argv[:4] == ["docker", "build", "--network", "none"]
     assert argv[argv.index("--build-arg") + 1] == f"BASE_IMAGE={image_tasks.BASE_TAG}"
-    assert argv[argv.index("--file") + 1] == str(SIM_DOCKERFILE)
+    assert argv[argv.index("--file") + 1] == str(RUNTIME_DOCKERFILE)
     assert argv[argv.index("--tag") + 1] == load_lock().local_images["sim"]
     assert argv[-1] == str(REPO)
-    install = " ".join(cmd for cmd in run_commands(SIM_DOCKERFILE) if "pip install" in cmd)
+    install = " ".join(cmd for cmd in run_commands(RUNTIME_DOCKERFILE) if "pip install" in cmd)
     assert 'if [ -f /tmp/ci/wheels/manifest.json ]; then offline="--no-index --find-links /tmp/ci/wheels"' in install
+    # The extras the image installs are the ones `invoke images.wheels` downloads wheels for.
+    extras = re.findall(r'\["optional-dependencies"\]\["([a-z-]+)"\]', " ".join(run_commands(RUNTIME_DOCKERFILE)))
+    assert extras and tuple(extras) == image_tasks.RUNTIME_EXTRAS
 
 
 def test_dockerignore_lets_through_every_copied_path() -> None:
@@ -257,7 +260,7 @@ def test_dockerignore_lets_through_every_copied_path() -> None:
     rules = [line for line in lines if line and not line.startswith("#")]
     assert rules[0] == "*", "whitelist: exclude everything first"
     included = {rule[1:].rstrip("/") for rule in rules if rule.startswith("!")}
-    for dockerfile in (SPARK_DOCKERFILE, SIM_DOCKERFILE):
+    for dockerfile in (SPARK_DOCKERFILE, RUNTIME_DOCKERFILE):
         for keyword, rest in instructions(dockerfile):
             if keyword == "COPY" and not rest.startswith("--from"):
                 for source in rest.split()[:-1]:

@@ -67,7 +67,7 @@ def test_nothing_the_product_runs_imports_from_tests():
 
 
 def test_no_image_copies_a_test_tree():
-    for dockerfile in (REPO / "Dockerfile", REPO / "docker" / "sim.Dockerfile"):
+    for dockerfile in (REPO / "Dockerfile", REPO / "docker" / "runtime.Dockerfile"):
         copies = [line.split() for line in dockerfile.read_text().splitlines() if line.startswith("COPY ")]
         assert not any(part.startswith("tests") for line in copies for part in line[1:-1]), dockerfile
     assert "!tests/" not in (REPO / ".dockerignore").read_text().split()

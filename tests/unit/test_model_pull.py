@@ -241,7 +241,7 @@ def test_the_pinned_version_is_pyprojects():
 
     extras = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert f"huggingface_hub=={pull.HUB_VERSION}" in extras["model"]
-    assert "huggingface_hub" not in " ".join(extras["sim"]), "the runtime image does not download models"
+    assert "huggingface_hub" not in " ".join(extras["runtime"]), "the runtime image does not download models"
 
 
 def test_a_directory_holding_another_model_is_not_pulled_into(tmp_path, source):

@@ -150,12 +150,12 @@ def test_top_level_compose_files_are_the_all_three_render(repo):
     assert engine["environment"] == profiles.load("all-three").plan.env_map()
     assert engine["command"] == list(profiles.load("all-three").plan.argv)
     # Every service builds what it runs from this checkout: the engine from the top-level Dockerfile, the
-    # runtime image (sentinel, gateway) from docker/sim.Dockerfile on the digest-pinned registry base.
+    # runtime image (sentinel, gateway) from docker/runtime.Dockerfile on the digest-pinned registry base.
     assert engine["build"] == {"context": ".", "dockerfile": "Dockerfile"}
     base = load_lock().base_images["runtime-base"]
     for service in ("sentinel", "gateway"):
         build = compose["services"][service]["build"]
-        assert build["context"] == "." and build["dockerfile"] == "docker/sim.Dockerfile"
+        assert build["context"] == "." and build["dockerfile"] == "docker/runtime.Dockerfile"
         assert build["args"] == {"BASE_IMAGE": f"${{SPARKGATE_RUNTIME_BASE:-{base.ref}@{base.digest}}}"}
         assert build["network"] == "${SPARKGATE_BUILD_NETWORK:-default}"
 

@@ -45,7 +45,7 @@ COPY pyproject.toml /opt/sparkgate/pyproject.toml
 COPY .ci /tmp/ci
 # hadolint ignore=SC2086
 RUN python3 -m venv /opt/venv \
- && python3 -c 'import tomllib; p = tomllib.load(open("/opt/sparkgate/pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["sim"]))' >/tmp/requirements.txt \
+ && python3 -c 'import tomllib; p = tomllib.load(open("/opt/sparkgate/pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["runtime"]))' >/tmp/requirements.txt \
  && offline="" \
  && if [ -f /tmp/ci/wheels/manifest.json ]; then offline="--no-index --find-links /tmp/ci/wheels"; fi \
  && /opt/venv/bin/pip install $offline -r /tmp/requirements.txt "setuptools==${SETUPTOOLS_VERSION}" \
