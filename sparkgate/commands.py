@@ -115,7 +115,7 @@ def verify_engine(engine_url: str, *, profile: str | None = None, expectations_f
     """Gather evidence from a running engine and print the verdict; VerdictRefused unless it passed."""
     from sparkgate import display
     from sparkgate.bundle import expectations as expectations_mod
-    from sparkgate.evidence import logs, report
+    from sparkgate.evidence import logs, verdict_view
     from sparkgate.evidence.verify import verify
 
     if bool(profile) == bool(expectations_file):
@@ -140,9 +140,9 @@ def verify_engine(engine_url: str, *, profile: str | None = None, expectations_f
     out = display.console()
     verdict = verify(engine_url, expectations, log, api_key=api_key, admin_key_file=admin_key_file, calibrate=calibrate,
                      progress=lambda message: out.print(f"[dim]{message}[/dim]"))
-    report.print_verdict(verdict, out)
+    verdict_view.print_verdict(verdict, out)
     if json_out:
-        report.write_json(verdict, Path(json_out))
+        verdict_view.write_json(verdict, Path(json_out))
     if not verdict.passed:
         failing = ", ".join(check.name for check in verdict.failures())
         raise VerdictRefused(f"not proven: {failing}")
@@ -158,13 +158,13 @@ def replay_capture(path: str, json_out: str | None = None, **live: object) -> No
     from rich.text import Text
 
     from sparkgate import display
-    from sparkgate.evidence import capture, report
+    from sparkgate.evidence import capture, verdict_view
     from sparkgate.evidence.recording import ReplayMismatch
 
     captured = capture.read(path)
     manifest, out = captured.manifest, display.console()
     hosts = ", ".join(f"{h.source} {h.arch}" + (f" ({h.gpu})" if h.gpu else "") for h in captured.context.hosts)
-    out.print(Text(report.inert(f"capture {path}: profile {manifest.profile}, written {manifest.created} by the {manifest.written_by} "
+    out.print(Text(verdict_view.inert(f"capture {path}: profile {manifest.profile}, written {manifest.created} by the {manifest.written_by} "
                    f"(sparkgate {manifest.sparkgate.version}, commit {manifest.sparkgate.commit or 'unknown'}); "
                    f"recorded verdict {'PASS' if manifest.passed else 'FAIL'}; hosts: {hosts or 'none'}")))
     if manifest.log_cut_bytes:
@@ -172,7 +172,7 @@ def replay_capture(path: str, json_out: str | None = None, **live: object) -> No
                        "that counted lines there may judge differently"))
     if captured.context.start is not None:
         start = captured.context.start
-        out.print(Text(report.inert(
+        out.print(Text(verdict_view.inert(
             f"a start refused before any verification: the engine exited (code {start.exit_code}) after reaching "
             f"{', '.join(start.phases_reached) or 'no startup phase'}; it never reached "
             f"{', '.join(start.never_reached) or 'nothing missing'}; {len(start.host_memory)} host memory reading(s) "
@@ -186,14 +186,14 @@ def replay_capture(path: str, json_out: str | None = None, **live: object) -> No
         raise capture.CaptureRefused(
             f"capture {path}: its recorded evidence does not fit this sparkgate's checks ({type(exc).__name__}: "
             f"{str(exc)[:160]}); a damaged or hand-made capture") from None
-    report.print_verdict(again, out)
+    verdict_view.print_verdict(again, out)
     if not found:
         out.print(Text("unchanged: every check judges the recorded evidence as it did when captured"))
     shown_changes = 50
     if len(found) > shown_changes:
         out.print(Text(f"{len(found)} checks changed; the first {shown_changes}:"))
     for change in found[:shown_changes]:
-        out.print(Text(report.inert(f"changed {change['check']} ({change['change']}): recorded "
+        out.print(Text(verdict_view.inert(f"changed {change['check']} ({change['change']}): recorded "
                                     f"{json.dumps(change['recorded'], default=str)[:300]}, now "
                                     f"{json.dumps(change['now'], default=str)[:300]}")))
     if json_out:
@@ -205,7 +205,7 @@ def replay_capture(path: str, json_out: str | None = None, **live: object) -> No
         health = next((c.observed for c in again.checks if c.name == "engine.health" and not c.passed), None)
         never = (f"; the start never reached {', '.join(map(str, health.get('never_reached') or [])) or 'nothing'}"
                  if captured.context.start is not None and isinstance(health, dict) else "")
-        raise VerdictRefused(report.inert("not proven (replayed): " + ", ".join(c.name for c in again.failures())
+        raise VerdictRefused(verdict_view.inert("not proven (replayed): " + ", ".join(c.name for c in again.failures())
                                           + never))
     if captured.manifest.gate_passed is False:
         # What the sentinel also weighed and a replay cannot re-judge: the suites, a carried cold refusal.

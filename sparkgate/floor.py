@@ -1,6 +1,6 @@
 """The recorded baseline speed of this host: the gate's floor for stacked profiles (product side).
 
-`invoke bench --profile baseline --record-floor` (sparkgate.bench.floor) stores the measured baseline decode
+`invoke bench --profile baseline --record-floor` (sparkgate.bench.record_floor) stores the measured baseline decode
 speed in build/bench/floor.json (per checkout, so per host; `SPARKGATE_BENCH_FLOOR_FILE` points elsewhere,
 and an empty value turns the recorded floor off). Expectations read it through `recorded_baseline_tok_s`:
 a stacked profile whose calibration decodes slower than this is refused at deploy time, which is the trap

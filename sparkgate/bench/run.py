@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sparkgate.bench import envfacts, floor, harness, provenance, roofline, runs, stats, workloads
+from sparkgate.bench import envfacts, harness, provenance, record_floor, roofline, runs, stats, workloads
 from sparkgate.bench.provenance import SPECULATIVE  # their runs ask for, and report, per-request accept lengths
 from sparkgate.bench.published import PUBLISHED
 from sparkgate.errors import Refusal
@@ -230,8 +230,8 @@ def bench(options: BenchOptions, say: Callable[[str], None] = print) -> BenchRes
         say(f"INCOMPLETE: {stopped}")
     if options.record_floor:
         try:
-            result.floor = floor.record(summary, run_dir, options.floor_margin)
-        except floor.FloorError as exc:
+            result.floor = record_floor.record(summary, run_dir, options.floor_margin)
+        except record_floor.FloorError as exc:
             raise BenchError(f"floor not recorded: {exc}") from None
         path, entry = result.floor
         say(f"recorded the {target} baseline floor: {entry['floor_tok_s']} tok/s in {path} "

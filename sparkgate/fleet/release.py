@@ -20,7 +20,7 @@ from sparkgate.bundle import render
 from sparkgate.deploy.deploy import SIM_START_BUDGET_S, SPARK_START_BUDGET_S
 from sparkgate.deploy.preflight import memory_floor
 from sparkgate.errors import Refusal, run_cli
-from sparkgate.fleet import drafter
+from sparkgate.fleet import drafter_pin
 from sparkgate.images import load_lock
 from sparkgate.profile import loading as profiles
 
@@ -89,7 +89,7 @@ def build(options: ReleaseOptions) -> dict:
         "memory_timeout_s": MEMORY_TIMEOUT_S,
         "verdict_budget_s": SPARK_START_BUDGET_S if spark else SIM_START_BUDGET_S,
         # The drafter spark_host asserts on the host before anything stops (None: no DSpark, or a sim host).
-        "dspark_drafter": drafter.pin(loaded.profile, options.target),
+        "dspark_drafter": drafter_pin.pin(loaded.profile, options.target),
     }
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sparkgate import atomic
 from sparkgate.errors import Refusal
-from sparkgate.fleet import report as report_mod
+from sparkgate.fleet import outcomes
 from sparkgate.paths import build_dir, repo_root
 from sparkgate.profile import loading as profiles
 
@@ -135,7 +135,7 @@ def status(options: FleetOptions, say: Callable[[str], None] = print) -> dict:
     code = _play("status.yml", options, _base_vars(options), say)
     if code != 0:
         say(f"status.yml exited {code}; hosts it could not read show as not reached")
-    return report_mod.build(names, directory, profile=None, host_outcomes=True)
+    return outcomes.build(names, directory, profile=None, host_outcomes=True)
 
 
 def deploy(options: FleetOptions, say: Callable[[str], None] = print) -> dict:
@@ -161,9 +161,9 @@ def deploy(options: FleetOptions, say: Callable[[str], None] = print) -> dict:
         variables["sparkgate_serial"] = options.serial
     code = _play("rollout.yml", options, variables, say)
     _play("status.yml", options, _base_vars(options), say)
-    report = report_mod.build(names, directory, profile=options.profile)
+    report = outcomes.build(names, directory, profile=options.profile)
     report["ansible_exit_code"] = code
-    report_mod.write(report, options.report or directory / "report.json")
+    outcomes.write(report, options.report or directory / "report.json")
     return report
 
 

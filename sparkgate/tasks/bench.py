@@ -118,7 +118,7 @@ def compare(c, runs=None, baseline=None, alpha=0.05, out=None, root=None, no_png
         _print_own_help("compare")
         return
     require(runs, "runs", "invoke compare all-three,dspark")
-    from sparkgate.bench import per_workload, per_workload_report, report
+    from sparkgate.bench import compare_runs, per_workload, per_workload_report
     from sparkgate.bench import runs as runs_mod
 
     refs = [ref for ref in runs.replace(" ", ",").split(",") if ref]
@@ -132,8 +132,8 @@ def compare(c, runs=None, baseline=None, alpha=0.05, out=None, root=None, no_png
             return
         paths = runs_mod.latest_per_profile(root_dir) if refs == ["latest"] else refs
         loaded = [runs_mod.load(ref, root_dir) for ref in paths]
-        comparison = report.compare(loaded, baseline, float(alpha))
-        out_dir, text = report.write(comparison, Path(out) if out else root_dir / _stamp(), png=not no_png)
+        comparison = compare_runs.compare(loaded, baseline, float(alpha))
+        out_dir, text = compare_runs.write(comparison, Path(out) if out else root_dir / _stamp(), png=not no_png)
     except runs_mod.RunError as exc:
         raise Exit(f"sparkgate compare: {exc}", code=1) from None
     print(text)

@@ -30,8 +30,7 @@ def deploy(c, inventory=None, profile=None, limit=None, report=None, airgap=None
     Exits 0 only when every host was admitted.
     """
     from sparkgate import display
-    from sparkgate.fleet import report as report_mod
-    from sparkgate.fleet import rollout
+    from sparkgate.fleet import outcomes, rollout
 
     options = rollout.FleetOptions(
         inventory=Path(require(inventory, "inventory", "invoke fleet.deploy --inventory build/fleet-lab/inventory.yaml "
@@ -43,7 +42,7 @@ def deploy(c, inventory=None, profile=None, limit=None, report=None, airgap=None
     )
     result = rollout.deploy(options)
     path = options.report or rollout.run_dir(options) / "report.json"
-    display.console().print(report_mod.table(result, f"fleet rollout: {options.profile}"))
+    display.console().print(outcomes.table(result, f"fleet rollout: {options.profile}"))
     print(f"report: {path}")
     if any(row["outcome"] != "admitted" for row in result["hosts"]):
         raise rollout.FleetError(rollout.verdict_line(result, path))
@@ -59,16 +58,15 @@ def deploy(c, inventory=None, profile=None, limit=None, report=None, airgap=None
 def status(c, inventory=None, limit=None, report=None, work_dir=None, vault_password_file=None):
     """What every host serves now: release, gate, last rollout outcome (changes nothing)."""
     from sparkgate import display
-    from sparkgate.fleet import report as report_mod
-    from sparkgate.fleet import rollout
+    from sparkgate.fleet import outcomes, rollout
 
     options = rollout.FleetOptions(inventory=Path(require(inventory, "inventory", "invoke fleet.status --inventory INV")),
                                    limit=limit, run_dir=Path(work_dir) if work_dir else None,
                                    vault_password_file=Path(vault_password_file) if vault_password_file else None)
     result = rollout.status(options)
-    display.console().print(report_mod.table(result, "fleet status"))
+    display.console().print(outcomes.table(result, "fleet status"))
     if report:
-        report_mod.write(result, Path(report))
+        outcomes.write(result, Path(report))
         print(f"report: {report}")
 
 

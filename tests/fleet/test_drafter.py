@@ -1,5 +1,5 @@
 """A dspark rollout checks the DSpark drafter on every host before anything changes: the controller decides
-from the validated profile which drafter a host needs (sparkgate/fleet/drafter.py) and the release carries it;
+from the validated profile which drafter a host needs (sparkgate/fleet/drafter_pin.py) and the release carries it;
 the compose environment mounts the directory that was checked."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 
 import yaml
 
-from sparkgate.fleet import drafter, release
+from sparkgate.fleet import drafter_pin, release
 from sparkgate.paths import repo_root
 from sparkgate.profile import loading as profiles
 
@@ -20,30 +20,30 @@ STACK = repo_root() / "ansible" / "roles" / "sparkgate_stack"
 def test_dspark_on_a_spark_needs_the_profiles_pinned_drafter():
     profile = profiles.load("dspark").profile
     settings = profile.optimizations.dspark
-    assert drafter.pin(profile, "spark") == {
+    assert drafter_pin.pin(profile, "spark") == {
         "repo": settings.drafter_repo, "revision": settings.drafter_revision,
         "architecture": "LingDSparkModel", "block_size": 8, "context_length": profile.sglang.context_length}
     assert len(settings.drafter_revision) == 40
 
 
 def test_no_drafter_without_dspark_or_on_a_simulator_host():
-    assert drafter.pin(profiles.load("all-three").profile, "spark") is None
-    assert drafter.pin(profiles.load("baseline").profile, "spark") is None
-    assert drafter.pin(profiles.load("dspark").profile, "sim") is None  # the simulator mounts an empty volume
+    assert drafter_pin.pin(profiles.load("all-three").profile, "spark") is None
+    assert drafter_pin.pin(profiles.load("baseline").profile, "spark") is None
+    assert drafter_pin.pin(profiles.load("dspark").profile, "sim") is None  # the simulator mounts an empty volume
 
 
 def test_release_carries_the_drafter_the_host_role_asserts(tmp_path):
     spark = release.build(release.ReleaseOptions("dspark", "spark", tmp_path))
-    assert spark["dspark_drafter"] == drafter.pin(profiles.load("dspark").profile, "spark")
+    assert spark["dspark_drafter"] == drafter_pin.pin(profiles.load("dspark").profile, "spark")
     assert release.build(release.ReleaseOptions("dspark", "sim", tmp_path))["dspark_drafter"] is None
     assert release.build(release.ReleaseOptions("all-three", "spark", tmp_path))["dspark_drafter"] is None
 
 
 def test_command_line_prints_the_role_variables_and_refuses_a_bad_profile_in_one_line():
-    done = subprocess.run([sys.executable, "-m", "sparkgate.fleet.drafter", "--profile", "dspark"],
+    done = subprocess.run([sys.executable, "-m", "sparkgate.fleet.drafter_pin", "--profile", "dspark"],
                           capture_output=True, text=True, check=True)
-    assert json.loads(done.stdout) == {"sparkgate_dspark_drafter": drafter.pin(profiles.load("dspark").profile, "spark")}
-    bad = subprocess.run([sys.executable, "-m", "sparkgate.fleet.drafter", "--profile", "no-such-profile"],
+    assert json.loads(done.stdout) == {"sparkgate_dspark_drafter": drafter_pin.pin(profiles.load("dspark").profile, "spark")}
+    bad = subprocess.run([sys.executable, "-m", "sparkgate.fleet.drafter_pin", "--profile", "no-such-profile"],
                          capture_output=True, text=True)
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1 and "no-such-profile" in bad.stderr
 

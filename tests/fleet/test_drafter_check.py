@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from sparkgate.fleet import drafter
+from sparkgate.fleet import drafter_pin
 from sparkgate.paths import repo_root
 from sparkgate.profile import loading as profiles
 from tests.fleet.conftest import ansible_env, ansible_tool
@@ -50,7 +50,7 @@ def _play(inventory, playbook, variables, *extra: str) -> subprocess.CompletedPr
 
 
 def test_every_drafter_fault_is_refused_in_one_line_naming_its_fact(tmp_path):
-    pin = drafter.pin(profiles.load("dspark").profile, "spark")
+    pin = drafter_pin.pin(profiles.load("dspark").profile, "spark")
     hosts = {name: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                     "sparkgate_target": "sim",
                     "sparkgate_dspark_dir": str(fault(tmp_path / name, name, pin["revision"], tmp_path / "outside"))}
@@ -58,7 +58,7 @@ def test_every_drafter_fault_is_refused_in_one_line_naming_its_fact(tmp_path):
     inventory = tmp_path / "inventory.json"
     inventory.write_text(json.dumps({"sparks": {"hosts": hosts}}))
     (tmp_path / "check.yml").write_text(PLAY)
-    (tmp_path / "drafter.json").write_text(json.dumps(drafter.host_vars("dspark")))
+    (tmp_path / "drafter.json").write_text(json.dumps(drafter_pin.host_vars("dspark")))
     done = _play(inventory, tmp_path / "check.yml", tmp_path / "drafter.json")
     failed = _failures(done.stdout)
     assert sorted(failed) == sorted(h for h, fact in FAULTS.items() if fact), done.stdout[-3000:]
@@ -72,7 +72,7 @@ def test_every_drafter_fault_is_refused_in_one_line_naming_its_fact(tmp_path):
 @pytest.mark.fleet
 @pytest.mark.docker
 def test_drafter_is_asserted_on_each_host_before_anything_runs(fleet_lab, tmp_path):
-    pin = drafter.pin(profiles.load("dspark").profile, "spark")
+    pin = drafter_pin.pin(profiles.load("dspark").profile, "spark")
     roots = {h: v["sparkgate_root"] for h, v in fleet_lab.hostvars.items()}
     good = make(fleet_lab.directory / "hosts" / "host1" / "drafter", pin["revision"])
     bad = make(fleet_lab.directory / "hosts" / "host2" / "drafter", pin["revision"])
@@ -84,7 +84,7 @@ def test_drafter_is_asserted_on_each_host_before_anything_runs(fleet_lab, tmp_pa
     playbook = tmp_path / "check.yml"
     playbook.write_text(PLAY)
     variables = tmp_path / "drafter.json"
-    variables.write_text(subprocess.run([ansible_tool("python"), "-m", "sparkgate.fleet.drafter", "--profile", "dspark"],
+    variables.write_text(subprocess.run([ansible_tool("python"), "-m", "sparkgate.fleet.drafter_pin", "--profile", "dspark"],
                                         capture_output=True, text=True, check=True).stdout)
     try:
         done = _play(fleet_lab.inventory, playbook, variables)
@@ -127,7 +127,7 @@ def test_compose_environment_mounts_the_checked_drafter_dir_only_for_a_dspark_re
     for profile in ("dspark", "all-three"):
         release = {"bundle": str(tmp_path / "bundle"), "host_bundle": str(tmp_path / "root" / profile),
                    "env_file": str(tmp_path / f"{profile}.env"),
-                   "dspark_drafter": drafter.pin(profiles.load(profile).profile, "spark")}
+                   "dspark_drafter": drafter_pin.pin(profiles.load(profile).profile, "spark")}
         (tmp_path / "vars.json").write_text(json.dumps({
             "sparkgate_stack_release": release, "sparkgate_root": str(tmp_path / "root"),
             "sparkgate_dspark_dir": "/srv/models/Ling-3.0-flash-dspark",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from sparkgate import floor
-from sparkgate.bench import report, runs
+from sparkgate.bench import compare_runs, runs
 from sparkgate.bench import run as bench_run
 
 SCALE = 0.05
@@ -74,7 +74,7 @@ def test_chat_api_counts_usage_tokens_not_chunks(start_profile, tmp_path):
     assert numbers["tokens_per_chunk"] == pytest.approx(2.68, abs=0.15)
     # accept length from SGLang's sglext.spec_tokens_details on the final chunk (asked for by the harness)
     assert numbers["accept_length"] == pytest.approx(2.68, abs=0.15)
-    flags = report.compare([runs.load(result.run_dir)]).rows[0].flags
+    flags = compare_runs.compare([runs.load(result.run_dir)]).rows[0].flags
     assert not any("accept length not reported" in flag for flag in flags)
 
 
@@ -93,14 +93,14 @@ def test_broken_draft_is_slower_than_baseline_and_flagged(start_profile, tmp_pat
     assert numbers["accept_length"] == pytest.approx(1.0, abs=0.05)
     assert numbers["decode_tok_s"] < recorded  # what the gate refuses once expectations read the floor
 
-    comparison = report.compare([runs.load(base.run_dir), runs.load(broken.run_dir)])
+    comparison = compare_runs.compare([runs.load(base.run_dir), runs.load(broken.run_dir)])
     assert comparison.baseline.run.profile == "baseline"
     row = comparison.rows[1]
     assert row.delta_pct["decode_tok_s"] < -30
     assert any("slower than the baseline" in flag for flag in row.flags)
     assert any("accept length 1.0" in flag for flag in row.flags)
     assert len(comparison.regressions) == 2
-    text = report.render(comparison)
+    text = compare_runs.render(comparison)
     assert "REGRESSION" in text and "all-three [draft-lm-head-unshared]" in text
 
 
@@ -121,4 +121,4 @@ def test_code_and_prose_in_one_bench_one_run_each(start_profile, tmp_path, name)
         assert summary["results"]["completion_tokens"] == 3 * 48
         # asked for, because both speculate (NEXTN or DSpark), and flagged if it were missing
         assert summary["results"]["accept_length"] is not None
-        assert not any("accept length" in flag for flag in report.compare([runs.load(result.run_dir)]).rows[0].flags)
+        assert not any("accept length" in flag for flag in compare_runs.compare([runs.load(result.run_dir)]).rows[0].flags)

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from sparkgate.evidence.report import print_verdict
 from sparkgate.evidence.results import CheckResult, Verdict
+from sparkgate.evidence.verdict_view import print_verdict
 
 HOSTILE = ["x[/red]", "[bold]admitted[/bold]", "[/]", "[link=http://127.0.0.1/]y[/link]", "\\[", "[1/8]"]
 

@@ -5,7 +5,7 @@ each host, before any stack is touched, the facts a single-host deploy's preflig
 (sparkgate/deploy/drafter.py). None when the profile does not enable DSpark, or for a simulator host
 (its engine mounts an empty volume at the drafter path and reads no drafter).
 
-`python -m sparkgate.fleet.drafter --profile dspark` prints the variables as JSON, for checking hosts
+`python -m sparkgate.fleet.drafter_pin --profile dspark` prints the variables as JSON, for checking hosts
 without a rollout: `ansible ... -m ansible.builtin.include_role -a name=spark_host -e @that.json`.
 """
 
@@ -33,7 +33,7 @@ def host_vars(profile_name: str, target: str = "spark") -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sparkgate.fleet.drafter", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m sparkgate.fleet.drafter_pin", description=__doc__.splitlines()[0])
     parser.add_argument("--profile", required=True)
     parser.add_argument("--target", choices=("spark", "sim"), default="spark")
     args = parser.parse_args(argv)

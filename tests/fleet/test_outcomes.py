@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from sparkgate.fleet import report
+from sparkgate.fleet import outcomes
 
 
 def _verdict(state: str, failed: tuple[str, ...] = (), accept: float | None = None) -> dict:
@@ -30,7 +30,7 @@ def test_rows_follow_outcomes_and_status(tmp_path):
         _write(tmp_path, "status", host, {"current": {"profile": profile, "release": f"{profile}-x",
                                                       "image_ids": {"img:1": "sha256:abc"}},
                                           "verdict": {"state": "open"}, "project": f"p-{host}"})
-    built = report.build(["h1", "h2", "h3"], tmp_path, profile="all-three")
+    built = outcomes.build(["h1", "h2", "h3"], tmp_path, profile="all-three")
     rows = {r["host"]: r for r in built["hosts"]}
     assert [rows[h]["outcome"] for h in ("h1", "h2", "h3")] == ["admitted", "rolled_back", "not_reached"]
     assert [rows[h]["profile"] for h in ("h1", "h2", "h3")] == ["all-three", "baseline", "baseline"]
@@ -42,7 +42,7 @@ def test_rows_follow_outcomes_and_status(tmp_path):
 def test_a_host_that_could_not_be_read_serves_unknown(tmp_path):
     _write(tmp_path, "outcomes", "h1", {"outcome": "refused", "profile": "baseline",
                                         "failing_checks": ["airgap.sha256"], "verdict": {}})
-    row = report.build(["h1"], tmp_path)["hosts"][0]
+    row = outcomes.build(["h1"], tmp_path)["hosts"][0]
     assert (row["outcome"], row["profile"], row["gate"], row["failing_checks"]) == \
         ("refused", "baseline", None, ["airgap.sha256"])
 
@@ -50,13 +50,13 @@ def test_a_host_that_could_not_be_read_serves_unknown(tmp_path):
 def test_status_reads_each_hosts_own_last_outcome(tmp_path):
     _write(tmp_path, "status", "h1", {"current": {"profile": "baseline"}, "verdict": {"state": "open"},
                                       "last_outcome": {"outcome": "rolled_back", "failing_checks": ["x.y"]}})
-    row = report.build(["h1"], tmp_path, host_outcomes=True)["hosts"][0]
+    row = outcomes.build(["h1"], tmp_path, host_outcomes=True)["hosts"][0]
     assert (row["outcome"], row["failing_checks"]) == ("rolled_back", ["x.y"])
 
 
 def test_report_is_written_atomically_as_json(tmp_path):
-    built = report.build(["h1"], tmp_path)
-    report.write(built, tmp_path / "r.json")
+    built = outcomes.build(["h1"], tmp_path)
+    outcomes.write(built, tmp_path / "r.json")
     assert json.loads((tmp_path / "r.json").read_text())["hosts"][0]["outcome"] == "not_reached"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from sparkgate import floor as stored_floor
-from sparkgate.bench import floor
+from sparkgate.bench import record_floor
 
 
 def summary(profile="baseline", requested=(), speed=37.5, completed=16, errors=0, complete=True, target="sim",
@@ -17,11 +17,11 @@ def summary(profile="baseline", requested=(), speed=37.5, completed=16, errors=0
 
 def test_record_and_read_per_target(tmp_path):
     assert stored_floor.recorded_baseline_tok_s("sim") is None
-    path, entry = floor.record(summary(speed=37.5), tmp_path / "run")
+    path, entry = record_floor.record(summary(speed=37.5), tmp_path / "run")
     assert path == tmp_path / "floor.json"  # the test's SPARKGATE_BENCH_FLOOR_FILE
     assert stored_floor.recorded_baseline_tok_s("sim") == 37.5
     assert stored_floor.recorded_baseline_tok_s("spark") is None  # a simulator floor never guards a Spark
-    floor.record(summary(speed=36.0, target="spark"), tmp_path / "run2", margin=0.02)
+    record_floor.record(summary(speed=36.0, target="spark"), tmp_path / "run2", margin=0.02)
     assert stored_floor.recorded_baseline_tok_s("spark") == pytest.approx(36.0 * 0.98)
     assert stored_floor.recorded_baseline_tok_s("sim") == 37.5
     assert stored_floor.recorded_floor("spark")["measured_decode_tok_s"] == 36.0
@@ -35,24 +35,24 @@ def test_record_and_read_per_target(tmp_path):
      (dict(timing="mixed"), "--api generate")],
 )
 def test_record_refuses_bad_floors(tmp_path, bad, message):
-    with pytest.raises(floor.FloorError, match=message):
-        floor.record(summary(**bad), tmp_path)
+    with pytest.raises(record_floor.FloorError, match=message):
+        record_floor.record(summary(**bad), tmp_path)
 
 
 def test_empty_env_turns_floors_off(monkeypatch, tmp_path):
-    floor.record(summary(), tmp_path)
+    record_floor.record(summary(), tmp_path)
     monkeypatch.setenv(stored_floor.FLOOR_ENV, "")
     assert stored_floor.recorded_baseline_tok_s("sim") is None
-    with pytest.raises(floor.FloorError, match="turned off"):
-        floor.record(summary(), tmp_path)
+    with pytest.raises(record_floor.FloorError, match="turned off"):
+        record_floor.record(summary(), tmp_path)
 
 
 def test_unreadable_floor_is_an_error_not_a_missing_floor(tmp_path):
     (tmp_path / "floor.json").write_text("{")
-    with pytest.raises(floor.FloorError, match="unreadable"):
+    with pytest.raises(record_floor.FloorError, match="unreadable"):
         stored_floor.recorded_baseline_tok_s("sim")
     (tmp_path / "floor.json").write_text(json.dumps({"floor_version": 1, "targets": {"sim": {"floor_tok_s": -1}}}))
-    with pytest.raises(floor.FloorError, match="positive"):
+    with pytest.raises(record_floor.FloorError, match="positive"):
         stored_floor.recorded_baseline_tok_s("sim")
 
 
@@ -64,14 +64,14 @@ def test_the_baseline_verdicts_right_replies_are_recorded_with_the_floor_and_rea
                                          "logprobs": {"add-47-38": [["85", -0.01, -6.0, "58"]]}}}
     with_gate = summary()
     with_gate["environment"]["gate"] = gate
-    _, entry = floor.record(with_gate, tmp_path / "run")
+    _, entry = record_floor.record(with_gate, tmp_path / "run")
     assert entry["answers"] == {**gate["answers"], "recorded_at": with_gate["finished_at"]}
     assert stored_floor.recorded_baseline_answers("sim")["texts"] == {"add-47-38": "85"}
     stacked = expectations.build(profiles.load("all-three"), "sim", 0.1)
     assert stacked["answers"]["baseline"]["texts"] == {"add-47-38": "85"}
     assert expectations.build(profiles.load("baseline"), "sim", 0.1)["answers"]["baseline"] is None  # its own reference
     assert expectations.build(profiles.load("all-three"), "spark", 1.0)["answers"]["baseline"] is None  # per target
-    _, entry = floor.record(summary(), tmp_path / "run2")  # a run without the gate's answers records none
+    _, entry = record_floor.record(summary(), tmp_path / "run2")  # a run without the gate's answers records none
     assert "answers" not in entry and stored_floor.recorded_baseline_answers("sim") is None
 
 
@@ -81,8 +81,8 @@ def test_a_baseline_verdict_without_log_probabilities_is_refused_when_recorded_n
     with_gate = summary()
     with_gate["environment"]["gate"] = {"state": "open", "answers": {"set_version": 2, "texts": {"add-47-38": "85"},
                                                                      "logprobs": {"add-47-38": []}}}
-    with pytest.raises(floor.FloorError, match="carry no log-probabilities \\(add-47-38\\)"):
-        floor.record(with_gate, tmp_path / "run")
+    with pytest.raises(record_floor.FloorError, match="carry no log-probabilities \\(add-47-38\\)"):
+        record_floor.record(with_gate, tmp_path / "run")
     assert not (tmp_path / "floor.json").exists()  # nothing half-written
 
 
@@ -93,6 +93,6 @@ def test_a_gateway_baseline_without_right_answers_or_readable_log_probabilities_
     stacked profile (and overwrite a good record): refused, nothing written."""
     with_gate = summary()
     with_gate["environment"]["gate"] = {"state": "open", "answers": answers}
-    with pytest.raises(floor.FloorError, match="no right answers|no log-probabilities"):
-        floor.record(with_gate, tmp_path / "run")
+    with pytest.raises(record_floor.FloorError, match="no right answers|no log-probabilities"):
+        record_floor.record(with_gate, tmp_path / "run")
     assert not (tmp_path / "floor.json").exists()
