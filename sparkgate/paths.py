@@ -30,14 +30,16 @@ def build_dir() -> Path:
 
 @dataclass(frozen=True)
 class HostDir:
-    """A host directory the rendered compose.yaml mounts: the one `env` names, else `default` under $HOME.
-    `host()` is where the preflight looks; `compose()` spells the same path for Compose to interpolate."""
+    """A host directory the rendered compose.yaml mounts: the one `env` names (unset or empty: `default` under
+    $HOME, as Compose's `${VAR:-default}` reads it; `~` expanded, as Compose expands a bind mount's source).
+    `host()` is where the preflight looks; `compose()` spells it for Compose. Set the variable to an absolute
+    path: Compose resolves a relative one against the bundle's directory, not the caller's."""
 
     env: str
     default: str
 
     def host(self, *parts: str) -> Path:
-        return Path(os.environ.get(self.env, Path.home() / self.default)).joinpath(*parts)
+        return Path(os.environ.get(self.env) or Path.home() / self.default).expanduser().joinpath(*parts)
 
     def compose(self, *parts: str) -> str:
         return "/".join([f"${{{self.env}:-${{HOME}}/{self.default}}}", *parts])

@@ -30,7 +30,7 @@ BASE_TAG = "sparkgate/base:bookworm"
 
 # The Python of the images: Debian bookworm's python3 in the base, CPython 3.11 from uv on the Spark.
 IMAGE_PYTHON = "3.11"
-# Optional-dependency groups of pyproject.toml that the simulator image installs when they exist.
+# Optional-dependency groups of pyproject.toml that the runtime image installs (docker/runtime.Dockerfile).
 RUNTIME_EXTRAS = ("runtime",)
 # The runtime image builds sparkgate and the simulator from source with --no-build-isolation, so its
 # build backend comes from the wheels too (docker/runtime.Dockerfile ARG SETUPTOOLS_VERSION, held equal by a test).
@@ -169,7 +169,7 @@ def download_wheels(force: bool = False, dry_run: bool = False) -> None:
     """Download the images' third-party wheels into .ci/wheels/ (host side; image builds stay offline).
 
     Wheels are for CPython 3.11 on manylinux of the host's architecture, binary only, exactly the pins
-    of pyproject.toml (plus its `sim` extra when there is one). .ci/wheels/manifest.json records the
+    of pyproject.toml (plus its `runtime` extra). .ci/wheels/manifest.json records the
     inputs and files; when they still match, nothing is downloaded (--force to redo).
     """
     manifest = wheels_manifest()

@@ -106,7 +106,7 @@ class Exchange(BaseModel):
 # A secret server arg as SGLang prints it in a log line (`server_args=ServerArgs(api_key='…', …)` or a dict repr):
 # the value goes, the field stays. JSON answers are redacted field by field (admin_key.redact).
 _SECRET_ASSIGNMENT = re.compile(
-    r"""(\b(?:{})(?:['"]?\s*[:=]\s*))(['"])(?!{})(.*?)\2""".format("|".join(SECRET_FIELDS), re.escape(REDACTED)))
+    r"""(\b(?:{})(?:['"]?\s*[:=]\s*))(['"])(?!{}\2)(.*?)\2""".format("|".join(SECRET_FIELDS), re.escape(REDACTED)))
 MIN_KEY_CHARS = 8
 
 

@@ -37,7 +37,7 @@ REDACTED = "<redacted>"
 SECRET_FIELDS = tuple(flag.removeprefix("--").replace("-", "_") for flag in flags.SECRET_FLAGS)
 # The same secrets as flags inside a string (launch_command, a log line): `--api-key KEY`, `--api-key=KEY`.
 _SECRET_FLAG_VALUE = re.compile(
-    r"((?:{})(?:=|\s+))(?!{})(\S+)".format("|".join(map(re.escape, flags.SECRET_FLAGS)), re.escape(REDACTED)))
+    r"((?:{})(?:=|\s+))(?!{}(?!\S))(\S+)".format("|".join(map(re.escape, flags.SECRET_FLAGS)), re.escape(REDACTED)))
 
 
 class AdminKeyError(Exception):

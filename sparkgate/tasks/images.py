@@ -18,7 +18,7 @@ def wheels(c, force=False, dry_run=False):
     """Download the images' third-party wheels into .ci/wheels/ (host side; image builds stay offline).
 
     Wheels are for CPython 3.11 on manylinux of the host's architecture, binary only, exactly the pins
-    of pyproject.toml (plus its `sim` extra when there is one). .ci/wheels/manifest.json records the
+    of pyproject.toml (plus its `runtime` extra). .ci/wheels/manifest.json records the
     inputs and files; when they still match, nothing is downloaded (--force to redo).
     """
     image_build.download_wheels(force=force, dry_run=dry_run)

@@ -159,6 +159,17 @@ def test_redact_removes_fields_flag_values_and_known_keys():
     assert info["admin_api_key"] == key  # a copy: the input is untouched
 
 
+@pytest.mark.parametrize("text", [
+    "--api-key <redacted>hunter2", "--api-key=<redacted>hunter2", "--admin-api-key\t<redacted>x --port 1",
+    "ServerArgs(api_key='<redacted>hunter2', port=1)", 'ServerArgs(ssl_keyfile_password="<redacted>x")',
+])
+def test_a_value_that_starts_like_the_marker_is_still_redacted(text):
+    from sparkgate.evidence.recording import scrub
+
+    clean = scrub(text, ())  # the flag form (admin_key.redact_text), then the printed-assignment form
+    assert "hunter2" not in clean and "<redacted>x" not in clean and admin_key.REDACTED in clean, clean
+
+
 def test_redact_line_keeps_non_utf8_bytes():
     line = b"\xff caf\xc3\xa9 KEY\n"
     assert engine_entrypoint.redact_line(line, "KEY") == b"\xff caf\xc3\xa9 <redacted>\n"

@@ -17,7 +17,9 @@ from sparkgate import cli
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
-SPAN = re.compile(r"`([^`\n]+)`")
+# A code span that opens with a command (behind sudo, VAR=value or a path at most): a span is found by its opening
+# backtick, so a stray backtick earlier on the line cannot pair with it.
+SPAN = re.compile(r"`((?:sudo\s+)?(?:\w+=\S*\s+)*(?:[\w.~/-]*/)?(?:invoke|sparkgate) [^`\n]+)`")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 # A shell line's commands: split at `&&`, `||` and `;` (not at `|`: usage lines spell alternatives with it).
 SEGMENTS = re.compile(r"\s+(?:&&|\|\|)\s+|;\s+")
@@ -119,3 +121,13 @@ def test_a_stale_line_is_found(line, expected):
 ])
 def test_commands_are_found_behind_sudo_paths_and_operators(line, expected):
     assert commands_in(line) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("x `y (`invoke down --bogus`)` z", ["invoke down --bogus"]),
+    ("a lone ` tick, then `invoke deploy --bogus`", ["invoke deploy --bogus"]),
+    ("`sudo .venv/bin/invoke images.base && invoke images.wheels`", ["invoke images.base", "invoke images.wheels"]),
+    ("`echo invoke deploy`", []),
+])
+def test_spans_are_found_by_their_opening_command(text, expected):
+    assert [c for m in SPAN.finditer(text) for c in commands_in(m.group(1))] == expected
