@@ -305,7 +305,7 @@ def render_files(loaded: LoadedProfile, options: RenderOptions) -> dict[str, str
     }
     if options.target == "spark":
         humming_root = str(PurePosixPath(profile.optimizations.humming.cache_dir).parent)
-        checks = engine_preflight.plan(profile, profile.name, (humming_root, FLASHINFER_CACHE))
+        checks = engine_preflight.plan(profile, profile.name, {"humming": humming_root, "flashinfer": FLASHINFER_CACHE})
         files[engine_preflight.FILE_NAME] = env.get_template("preflight.json.j2").render(
             preflight=checks.model_dump(mode="json"))
     gateway = gateway_context(loaded, options)

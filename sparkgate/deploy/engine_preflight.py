@@ -49,10 +49,10 @@ class Plan(Frozen):
     model_dir: str
     checkpoint: CheckpointPin
     drafter: DrafterPin | None
-    cache_dirs: tuple[str, ...]
+    cache_dirs: dict[str, str]  # name -> directory in the container, named as `invoke deploy` names it
 
 
-def plan(profile, reference: str, cache_dirs: tuple[str, ...]) -> Plan:
+def plan(profile, reference: str, cache_dirs: dict[str, str]) -> Plan:
     """What the engine container checks for `profile` (paths as mounted in the container)."""
     expect = checkpoint.Expect.from_profile(profile, reference)
     floor, why = preflight.memory_floor(profile)
@@ -79,9 +79,9 @@ def findings(checks: Plan) -> list[PreflightFinding]:
         lines = drafter.problems(Path(d.directory), drafter.Pin(**d.model_dump(exclude={"directory"})))
         found += ([PreflightFinding("dspark drafter", False, line) for line in lines]
                   or [PreflightFinding("dspark drafter", True, d.directory)])
-    for directory in checks.cache_dirs:
+    for name, directory in checks.cache_dirs.items():
         ok = os.path.isdir(directory) and os.access(directory, os.W_OK)
-        found.append(PreflightFinding("kernel cache", ok, directory if ok else
+        found.append(PreflightFinding(f"{name} cache", ok, directory if ok else
                                       f"{directory} not writable in the engine container. Fix: chown the host "
                                       "directory SPARKGATE_CACHE_DIR points at, or set SPARKGATE_CACHE_DIR"))
     return found

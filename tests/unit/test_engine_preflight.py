@@ -25,7 +25,7 @@ def host(tmp_path, monkeypatch):
     monkeypatch.setattr(preflight, "mem_available_gib", lambda: 120.0)
     rendered = json.loads(render.render_files(profiles.load("all-three"),
                                               render.RenderOptions(target="spark"))["preflight.json"])
-    rendered.update(model_dir=str(made.directory), cache_dirs=[str(cache)])
+    rendered.update(model_dir=str(made.directory), cache_dirs={"humming": str(cache)})
     rendered["checkpoint"].update(repo=ck.REPO, revision=ck.REVISION, architecture=ck.ARCHITECTURE)
     path = tmp_path / "preflight.json"
     path.write_text(json.dumps(rendered))
