@@ -102,16 +102,23 @@ def observe(site_packages: Path | None, *, fork: bool, fixture: dict[str, Any], 
     site_packages = Path(site_packages).resolve()
     proof.SourceTree(site_packages)  # fails early, naming the directory, when it holds no sglang
     argv += ["--site-packages", str(site_packages)]
-    # The fixture travels with the request: the child proves exactly what the caller pins.
+    return _facts(fixture, _result(_child(argv, fixture, timeout, env=env), str(site_packages)))
+
+
+def _child(argv: list[str], fixture: dict[str, Any], timeout: float, where: str = "", env=None) -> str:
+    """The observing child's stdout. The fixture travels with the request: the child proves exactly what the
+    caller pins."""
     try:
         done = subprocess.run(argv, input=json.dumps(fixture), capture_output=True, text=True, timeout=timeout,
                               env=env, check=False)
+    except FileNotFoundError:
+        raise ObserveError(f"{argv[0]} is not installed") from None
     except subprocess.TimeoutExpired:
-        raise ObserveError(f"reading SGLang's facts took over {timeout:.0f} s") from None
+        raise ObserveError(f"reading SGLang's facts{where} took over {timeout:.0f} s") from None
     if done.returncode != 0:
         tail = " | ".join(done.stderr.strip().splitlines()[-3:])
-        raise ObserveError(f"reading SGLang's facts failed (exit {done.returncode}): {tail}")
-    return _facts(fixture, _result(done.stdout, str(site_packages)))
+        raise ObserveError(f"reading SGLang's facts{where} failed (exit {done.returncode}): {tail}")
+    return done.stdout
 
 
 def _result(stdout: str, where: str) -> dict[str, Any]:
@@ -145,17 +152,7 @@ def observe_in_image(tag: str, *, fork: bool, fixture: dict[str, Any], timeout: 
     # --pull never: the image on this host is what gets read, and no registry is asked.
     argv = ["docker", "run", "--rm", "-i", "--pull", "never", "--network", "none", "--entrypoint", "python", tag,
             "-m", "sparkgate.sglang.facts", "observe", *(["--fork"] if fork else [])]
-    try:
-        done = subprocess.run(argv, input=json.dumps(fixture), capture_output=True, text=True, timeout=timeout,
-                              check=False)
-    except FileNotFoundError:
-        raise ObserveError("the docker CLI is not installed") from None
-    except subprocess.TimeoutExpired:
-        raise ObserveError(f"reading SGLang's facts in {tag} took over {timeout:.0f} s") from None
-    if done.returncode != 0:
-        tail = " | ".join(done.stderr.strip().splitlines()[-3:])
-        raise ObserveError(f"reading SGLang's facts in {tag} failed (exit {done.returncode}): {tail}")
-    return _facts(fixture, _result(done.stdout, tag), origin_prefix=f"{tag}:")
+    return _facts(fixture, _result(_child(argv, fixture, timeout, f" in {tag}"), tag), origin_prefix=f"{tag}:")
 
 
 def profile_flags() -> frozenset[str]:
