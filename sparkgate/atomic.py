@@ -2,10 +2,8 @@
 
 `write_text_atomically` writes a temp file in the target's directory and renames it over the target.
 `replace_directory` stages a complete directory and swaps it with the old one in a single Linux
-`renameat2(RENAME_EXCHANGE)`, so the path never stops existing. A running stack bind-mounts its bundle
-directory: the mount follows the old directory's inode, not the path, so the old directory must stay
-intact until that stack is gone. `replace_directory` therefore returns the retired copy when asked to
-keep it, and the caller removes it once nothing mounts it any more.
+`renameat2(RENAME_EXCHANGE)`, so the path never stops existing, then removes the old one. (A running stack
+is not affected: its bundle files travel inside its compose.yaml as configs, so nothing mounts the directory.)
 """
 
 from __future__ import annotations
