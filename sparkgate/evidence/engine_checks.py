@@ -36,6 +36,8 @@ CHECKS = {
 }
 # The SGLang facts each check reads: "section.key" (conformance fixture) or "probe.<field>" (the probe report).
 # evidence/catalog.py validates them; tests/unit/test_declared_reads.py proves them on the recorded captures.
+_CALIBRATION_READS = ('strings.meta_completion_tokens', 'strings.meta_e2e_latency', 'strings.meta_finish_reason',
+                      'strings.meta_first_token_latency')
 READS = {
     'engine.health': ('log_formats.capture_failed',),
     'engine.identity': ('server_args.model_path', 'server_args.served_model_name', 'strings.server_info_version'),
@@ -51,22 +53,10 @@ READS = {
     'engine.cuda_graph_passes': (
         'metrics.cuda_graph_passes', 'strings.cuda_graph_mode_eager', 'strings.cuda_graph_mode_graph',
     ),
-    'engine.calibration': (
-        'strings.meta_completion_tokens', 'strings.meta_e2e_latency', 'strings.meta_finish_reason',
-        'strings.meta_first_token_latency',
-    ),
-    'engine.speed_floor': (
-        'strings.meta_completion_tokens', 'strings.meta_e2e_latency', 'strings.meta_finish_reason',
-        'strings.meta_first_token_latency',
-    ),
-    'engine.speed_vs_baseline': (
-        'strings.meta_completion_tokens', 'strings.meta_e2e_latency', 'strings.meta_finish_reason',
-        'strings.meta_first_token_latency',
-    ),
-    'engine.client_timing': (
-        'strings.meta_completion_tokens', 'strings.meta_e2e_latency', 'strings.meta_finish_reason',
-        'strings.meta_first_token_latency',
-    ),
+    'engine.calibration': _CALIBRATION_READS,
+    'engine.speed_floor': _CALIBRATION_READS,
+    'engine.speed_vs_baseline': _CALIBRATION_READS,
+    'engine.client_timing': _CALIBRATION_READS,
     'sentinel.engine_unchanged': (),
     'sentinel.weights_unchanged': (),
 }
@@ -99,16 +89,11 @@ def identity(ev: Evidence) -> list[CheckResult]:
     if ev.server_info is None:
         return [failed("engine.identity", ev.server_info_error, "a /server_info JSON object", "GET /server_info",
                        "the engine does not answer /server_info: is this SGLang, and is the URL the engine's?")]
-    observed = {
-        "version": ev.server_info.get(C.string_("server_info_version")),
-        "model_path": ev.server_info.get(C.server_arg("model_path")),
-        "served_model_name": ev.server_info.get(C.server_arg("served_model_name")),
-    }
-    expected = {
-        "version": want["sglang_version"],
-        "model_path": want["model_path"],
-        "served_model_name": want["served_model_name"],
-    }
+    observed = {"version": ev.server_info.get(C.string_("server_info_version")),
+                "model_path": ev.server_info.get(C.server_arg("model_path")),
+                "served_model_name": ev.server_info.get(C.server_arg("served_model_name"))}
+    expected = {"version": want["sglang_version"], "model_path": want["model_path"],
+                "served_model_name": want["served_model_name"]}
     results = [checked("engine.identity", observed == expected, observed, expected, "GET /server_info",
                        "a different engine build or launch than the profile renders: redeploy this profile's bundle")]
     architectures = (ev.model_info or {}).get(C.string_("model_info_architectures")) or []
