@@ -207,6 +207,5 @@ def serve(state: GateState, host: str, port: int, closed_port: int) -> list[Thre
         _QuietServer((host, closed_port), _handler(state, closed_port=True)),
     ]
     for server in servers:
-        server.daemon_threads = True
         threading.Thread(target=server.serve_forever, daemon=True).start()
     return servers

@@ -114,8 +114,6 @@ def admission_sample(full: Any, at: float | None = None) -> dict:
     }
 
 
-
-
 def speculation_by_context(recheck: Any) -> dict | None:
     """What the latest re-check read of acceptance per context band (speculative profiles), or None."""
     for check in _checks(recheck):
