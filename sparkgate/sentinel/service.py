@@ -161,12 +161,8 @@ class Sentinel:
         info = self._server_info()
         self.weights = self._weights()
         with self.state.lock:
-            self.state.full = self._redact({
-                "passed": passed,
-                "verification": verdict.as_dict(),
-                "infra": infra.as_dict(),
-                "smoke": smoke.as_dict(),
-            })
+            self.state.full = self._redact({"passed": passed, "verification": verdict.as_dict(),
+                                            "infra": infra.as_dict(), "smoke": smoke.as_dict()})
             self.state.full_runs += 1
             self.state.last_verdict_at = time.time()
             self.state.engine_startup_time = self._redact((info or {}).get("startup_time"))
@@ -247,13 +243,8 @@ class Sentinel:
         # Fast path: a dead or restarting engine closes the gate now, without waiting on slower calls.
         status = self.quick_client.status("/health")
         if status != 200:
-            failure = checked("engine.health", False, status, 200, "GET /health",
-                              "the engine stopped answering after admission (crash or restart)")
-            with self.state.lock:
-                self.state.recheck = self._redact({"time": time.time(), "passed": False, "checks": [failure.as_dict()]})
-                self.state.rechecks += 1
-                self.state.last_verdict_at = time.time()
-            self.state.record_recheck()
+            self._store_recheck([checked("engine.health", False, status, 200, "GET /health",
+                                         "the engine stopped answering after admission (crash or restart)")])
             self.state.set(CLOSED, f"re-check failed: engine.health (HTTP {status or 'no answer'})")
             log.warning("gate CLOSED by re-check: engine /health answered %s", status or "nothing")
             return False
@@ -274,17 +265,22 @@ class Sentinel:
             "similar admin call inside the stack): a full verification runs before traffic is admitted again",
         ))
         results.extend(self.module_rechecks())
+        passed = self._store_recheck(results)
+        if not passed:
+            failing = [c.name for c in results if not c.passed]
+            self.state.set(CLOSED, "re-check failed: " + ", ".join(failing[:8]))
+            log.warning("gate CLOSED by re-check: %s", ", ".join(failing))
+        return passed
+
+    def _store_recheck(self, results: list[CheckResult]) -> bool:
+        """Publish a re-check's results (redacted) with its history sample (state.py); whether all passed."""
         passed = all(c.passed for c in results)
         with self.state.lock:
             self.state.recheck = self._redact({"time": time.time(), "passed": passed,
                                                "checks": [c.as_dict() for c in results]})
             self.state.rechecks += 1
             self.state.last_verdict_at = time.time()
-        self.state.record_recheck()  # one history sample per re-check (state.py)
-        if not passed:
-            failing = [c.name for c in results if not c.passed]
-            self.state.set(CLOSED, "re-check failed: " + ", ".join(failing[:8]))
-            log.warning("gate CLOSED by re-check: %s", ", ".join(failing))
+        self.state.record_recheck()
         return passed
 
     def start_module_rechecks(self) -> None:
@@ -377,8 +373,7 @@ class Sentinel:
         except host_memory.MemInfoUnreadable:
             return
         self.start_memory.append(capture.HostMemorySample(
-            at=engine_run.now(), available_kib=info.available_kib,
-            total_kib=info.total_kib))
+            at=engine_run.now(), available_kib=info.available_kib, total_kib=info.total_kib))
 
     def refused_start(self) -> bool:
         """Whether the engine of this deploy died before it was ready (its exit record says so). The first time, the
