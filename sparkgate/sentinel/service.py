@@ -18,6 +18,7 @@ and a launch_command with the key in plain text).
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import logging
 import time
@@ -90,20 +91,17 @@ class Sentinel:
         # One context per requested optimization: its own re-checks and their memory between periods.
         # What the sentinel's own answer probes send, so acceptance re-checks do not take it for client traffic.
         self.own_traffic = OwnTraffic()
-        self.module_contexts = {
-            key: RecheckContext(key, self.quick_client, config.period_s, self.expectations,
-                                own_traffic=self.own_traffic)
-            for key in REGISTRY if key in self.expectations.get("requested", [])
-        }
+        context = functools.partial(RecheckContext, client=self.quick_client, period_s=config.period_s,
+                                    expectations=self.expectations)
+        self.module_contexts = {key: context(key, own_traffic=self.own_traffic)
+                                for key in REGISTRY if key in self.expectations.get("requested", [])}
         # Every profile: one question of the answer set at a time, when the engine is idle.
-        self.answers_context = RecheckContext("answers", self.quick_client, config.period_s, self.expectations,
-                                              own_traffic=self.own_traffic)
-        self.host_context = RecheckContext("host", self.quick_client, config.period_s, self.expectations)
+        self.answers_context = context("answers", own_traffic=self.own_traffic)
+        self.host_context = context("host")
         # Speculative profiles: acceptance per context band of client traffic, from the engine log (informational).
-        self.bands_context = RecheckContext("context_bands", self.quick_client, config.period_s, self.expectations,
-                                            own_traffic=self.own_traffic)
+        self.bands_context = context("context_bands", own_traffic=self.own_traffic)
         # Every profile: requests running while no token is made (evidence/stall.py).
-        self.stall_context = RecheckContext("stall", self.quick_client, config.period_s, self.expectations)
+        self.stall_context = context("stall")
         self.metrics_reads = 0  # the engine's /metrics read by re-checks (one per period, shared)
         self.weights: dict | None = None  # /model_info identity of the weights at the last full verdict
         self.cold_refusal: tuple[object, CheckResult] | None = None  # (startup_time, its failed cold check)
