@@ -172,10 +172,9 @@ def batch1(ev: Evidence) -> CheckResult:
 def cuda_graph(ev: Evidence) -> list[CheckResult]:
     results = []
     if ev.calibration is None or ev.metrics_before is None or ev.metrics_after is None:
-        if ev.metrics_error:
-            hint = "metrics unavailable: the engine must run with --enable-metrics (every rendered bundle sets it)"
-        else:
-            hint = "no calibration ran (engine unhealthy, or --no-calibrate): decode CUDA-graph passes were not observed"
+        hint = ("metrics unavailable: the engine must run with --enable-metrics (every rendered bundle sets it)"
+                if ev.metrics_error else
+                "no calibration ran (engine unhealthy, or --no-calibrate): decode CUDA-graph passes were not observed")
         results.append(failed(
             "engine.cuda_graph_passes", ev.metrics_error or "no calibration", "decode CUDA-graph passes increase",
             "GET /metrics", hint,
@@ -217,20 +216,18 @@ def ready_log(ev: Evidence) -> CheckResult:
 def speed(ev: Evidence) -> list[CheckResult]:
     want = ev.expectations["speed"]
     cal = ev.calibration
-    results = []
     measured = cal.decode_tok_s() if cal else None
     completed = len(cal.completed) if cal else 0
     wanted = ev.expectations["calibration"]["prompts"]
-    results.append(checked(
+    results = [checked(
         "engine.calibration", cal is not None and completed == wanted and not cal.budget_exhausted,
-        {"completed": completed, "of": wanted,
-        "errors": [r.error for r in cal.requests if r.error] if cal else None,
-        "budget_exhausted": cal.budget_exhausted if cal else None},
+        {"completed": completed, "of": wanted, "errors": [r.error for r in cal.requests if r.error] if cal else None,
+         "budget_exhausted": cal.budget_exhausted if cal else None},
         f"all {wanted} prompts completed within {ev.expectations['calibration']['time_budget_s']} s",
         "POST /generate (temperature 0)",
         "the engine does not complete requests in time: check /health_generate and the log; a budget overrun "
         "means decode is far slower than expected",
-    ))
+    )]
     floors = []
     if want.get("min_decode_tok_s"):
         floors.append(("engine.speed_floor", want["min_decode_tok_s"], "profile gate.min_decode_tok_s"))
