@@ -278,10 +278,12 @@ def holm_adjust(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
+def cell(value, pattern: str, missing: str = "-") -> str:
+    return missing if value is None else pattern.format(value)
+
+
 def accuracy_text(results: dict, pattern: str = "{:.1%}") -> str:
     """"n/a (simulator)" where accuracy is not measured, else the score and its counts."""
     if results.get("accuracy_not_measured"):
         return f"n/a ({results['accuracy_not_measured']})"
-    accuracy = results.get("accuracy")
-    shown = "n/a" if accuracy is None else pattern.format(accuracy)
-    return f"{shown} ({results.get('correct')}/{results.get('scored')})"
+    return f"{cell(results.get('accuracy'), pattern, 'n/a')} ({results.get('correct')}/{results.get('scored')})"
