@@ -132,7 +132,7 @@ def load(ref: str | Path, root: Path | None = None) -> Run:
 def latest_per_profile(root: Path | None = None) -> list[Path]:
     """The newest finished run of each profile (or label) on the newest run's prompt set (same fingerprint)."""
     root = root or bench_root()
-    finished = sorted((p for p in root.glob("*/" + SUMMARY)), key=lambda p: p.stat().st_mtime) if root.is_dir() else []
+    finished = sorted(root.glob("*/" + SUMMARY), key=lambda p: p.stat().st_mtime) if root.is_dir() else []
     if not finished:
         return []
     newest = json.loads(finished[-1].read_text())
