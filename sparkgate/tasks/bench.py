@@ -77,7 +77,7 @@ def bench(c, profile=None, workload="arith", limit=None, count=None, jsonl=None,
 
 def _print_own_help(task_name: str) -> None:
     """`invoke compare --help`: the positional `runs` takes the token first, so hand it to invoke's help."""
-    from invoke import Collection, Program
+    from invoke import Program
 
     Program(namespace=Collection(compare), name="invoke", binary="invoke").run(
         ["invoke", "--help", task_name], exit=False)
