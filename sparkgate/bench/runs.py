@@ -140,7 +140,6 @@ def latest_per_profile(root: Path | None = None) -> list[Path]:
     chosen: dict[str, Path] = {}
     for path in finished:
         summary = json.loads(path.read_text())
-        if summary.get("workload", {}).get("fingerprint") != fingerprint:
-            continue
-        chosen[Run(path.parent, summary, []).label] = path.parent
+        if summary.get("workload", {}).get("fingerprint") == fingerprint:
+            chosen[Run(path.parent, summary, []).label] = path.parent
     return list(chosen.values())
