@@ -70,8 +70,7 @@ def compare(loaded: list[runs.Run], baseline_ref: str | None = None, alpha: floa
         if row.mcnemar and row.mcnemar.verdict == "significant: worse":
             row.flags.append(f"{REGRESSION}: accuracy significantly worse than baseline ({row.mcnemar.detail})")
         rows.append(row)
-    workloads_seen = {run.summary.get("workload", {}).get("name") for run in loaded}
-    if "synthetic" in workloads_seen:
+    if any(run.summary.get("workload", {}).get("name") == "synthetic" for run in loaded):
         notes.append("synthetic workload: decode speed only; its gains do not extrapolate to real prompts "
                      "(docs/bench.md)")
     if any(run.summary.get("environment", {}).get("target") == "sim" for run in loaded):
