@@ -50,15 +50,8 @@ def decide(method: str, path: str, header: str | None, api_key: str | None, admi
     """0 when allowed, else the HTTP status SGLang answers with (401)."""
     if method == "OPTIONS" or path.startswith(ALWAYS_OPEN):
         return 0
-    if auth_level(path) == ADMIN_OPTIONAL:
-        if admin_api_key:
-            return 0 if _bearer(header, admin_api_key) else 401
-        if api_key:
-            return 0 if _bearer(header, api_key) else 401
-        return 0
-    if api_key:
-        return 0 if _bearer(header, api_key) else 401
-    return 0
+    key = (admin_api_key or api_key) if auth_level(path) == ADMIN_OPTIONAL else api_key
+    return 0 if not key or _bearer(header, key) else 401
 
 
 def update_weights_from_disk(resolved: dict[str, Any], body: dict) -> tuple[int, dict]:

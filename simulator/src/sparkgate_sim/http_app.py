@@ -28,10 +28,6 @@ class HttpError(Exception):
         self.body = body
 
 
-def _not_found() -> HttpError:
-    return HttpError(404, {"detail": "Not Found"})
-
-
 class SimHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "uvicorn"
@@ -86,17 +82,8 @@ class SimHandler(BaseHTTPRequestHandler):
         return admin_routes.decide(self.command, path, self.headers.get("authorization"), r.get("api_key"),
                                    r.get("admin_api_key")) == 0
 
-    def do_GET(self) -> None:
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:
-        self._dispatch("POST")
-
-    def do_PUT(self) -> None:
-        self._dispatch("PUT")
-
-    def _dispatch(self, method: str) -> None:
-        path = urlsplit(self.path).path
+    def _dispatch(self) -> None:
+        method, path = self.command, urlsplit(self.path).path
         if not path.startswith(ADMIN_PREFIX):
             # "did anything reach the engine?" (admin stats), and did it come through the gateway?
             self.engine.count_route(path, forwarded=self.headers.get("X-Forwarded-For") is not None)
@@ -116,6 +103,8 @@ class SimHandler(BaseHTTPRequestHandler):
                 self.wfile.flush()
             # crash-after-ready:N dies once the response that reached N is written, however slow the host.
             self.engine.crash_if_due()
+
+    do_GET = do_POST = do_PUT = _dispatch
 
     def _route(self, method: str, path: str) -> Callable[[], None]:
         routes: dict[str, dict[str, Callable[[], None]]] = {
@@ -153,7 +142,7 @@ class SimHandler(BaseHTTPRequestHandler):
         if path.startswith("/v1/models/") and method == "GET":
             return lambda: self.model_card(path[len("/v1/models/") :])
         if path not in routes:
-            raise _not_found()
+            raise HttpError(404, {"detail": "Not Found"})
         if method not in routes[path]:
             raise HttpError(405, {"detail": "Method Not Allowed"})
         return routes[path][method]
@@ -248,12 +237,12 @@ class SimHandler(BaseHTTPRequestHandler):
             sampling=sampling,
             stream=bool(body.get("stream")),
             stop=(stop,) if isinstance(stop, str) else tuple(stop),
-            rid=body.get("rid") or _rid(),
+            rid=body.get("rid") or secrets.token_hex(16),
             ignore_eos=bool(sampling.get("ignore_eos")),
         )
         chunks = self.engine.generate(req)
         if not req.stream:
-            final = _last(chunks)
+            *_, final = chunks
             self._send(200, {"text": final.text, "output_ids": final.ids, "meta_info": final.meta_info})
             return
         with _Sse(self) as sse:
@@ -299,7 +288,7 @@ class SimHandler(BaseHTTPRequestHandler):
                                    self.engine.resolved.get("reasoning_parser"), body)
         chunks = self.engine.generate(req)
         if not req.stream:
-            last = _last(chunks)
+            *_, last = chunks
             response = shaper.full(last)
             sglext = openai_api.spec_tokens_details(body, last.meta_info)
             if sglext:
@@ -332,10 +321,8 @@ class SimHandler(BaseHTTPRequestHandler):
                 if "faults" in body:
                     board.replace(faults.parse_faults(body["faults"]))
                 else:
-                    current = faults.parse_faults(board.describe()["active"])
-                    keep = {f.name: f for f in current}
-                    for fault in faults.parse_faults(body.get("add") or []):
-                        keep[fault.name] = fault
+                    keep = {f.name: f for f in faults.parse_faults(board.describe()["active"])}
+                    keep.update((f.name, f) for f in faults.parse_faults(body.get("add") or []))
                     for name in body.get("remove") or []:
                         keep.pop(str(name).partition(":")[0], None)
                     board.replace(tuple(keep.values()))
@@ -372,17 +359,6 @@ class SimHandler(BaseHTTPRequestHandler):
     def admin_restart(self) -> None:
         self.engine.restart()
         self._send(200, {"state": "starting", "restarts": self.engine.restarts})
-
-
-def _rid() -> str:
-    return secrets.token_hex(16)
-
-
-def _last(chunks):
-    final = None
-    for chunk in chunks:
-        final = chunk
-    return final
 
 
 class _Sse:
