@@ -271,17 +271,10 @@ class Engine:
     def sleep_sim(self, seconds: float, epoch: int | None = None) -> None:
         """Sleep `seconds` of simulated time; abandon the sleep if a restart supersedes `epoch`. The engine's
         simulated clock advances by exactly `seconds` (the host's pace only decides when the sleep ends)."""
-        deadline = time.monotonic() + seconds * self.knobs.time_scale
-        while True:
-            if epoch is not None and not self.is_current(epoch):
-                raise Restarted()
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                with self._lock:
-                    if epoch is None or epoch == self.epoch:  # a superseded start adds nothing to the new one's clock
-                        self._slept_sim += seconds
-                return
-            time.sleep(min(remaining, 0.05))
+        self._sleep_until(time.monotonic(), seconds, epoch)
+        with self._lock:
+            if epoch is None or epoch == self.epoch:  # a superseded start adds nothing to the new one's clock
+                self._slept_sim += seconds
 
     def sim_clock(self) -> float:
         """Simulated seconds this engine process has spent in timed phases (startup phases, other simulated waits),
@@ -304,15 +297,17 @@ class Engine:
         self._crash_scheduler()
 
     def _crash_scheduler(self) -> None:
-        self.log.scheduler("Scheduler hit an exception: Traceback (most recent call last):")
-        self.die(
-            1,
-            "Traceback (most recent call last):\n"
+        self.scheduler_died(
             '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 3121, in event_loop_overlap\n'
             "    batch_result = self.run_batch(batch)\n"
-            "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
-            "[rank0]: Received sigquit from a child process. It usually means the child failed.",
+            "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
         )
+
+    def scheduler_died(self, frames: str) -> None:
+        """The scheduler process dies of the exception `frames` ends with, logged as SGLang logs it."""
+        self.log.scheduler("Scheduler hit an exception: Traceback (most recent call last):")
+        self.die(1, f"Traceback (most recent call last):\n{frames}\n"
+                    "[rank0]: Received sigquit from a child process. It usually means the child failed.")
 
     # ------------------------------------------------------------------ introspection
     def count_route(self, path: str, forwarded: bool = False) -> None:
@@ -572,11 +567,11 @@ class Engine:
             return found.garbled()
         return found.words
 
-    def _sleep_until(self, start: float, sim_offset: float, epoch: int) -> None:
+    def _sleep_until(self, start: float, sim_offset: float, epoch: int | None) -> None:
         """Absolute schedule: sleep errors never accumulate across the steps of a request."""
         deadline = start + sim_offset * self.knobs.time_scale
         while True:
-            if not self.is_current(epoch):
+            if epoch is not None and not self.is_current(epoch):
                 raise Restarted()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
