@@ -38,12 +38,9 @@ def auth_level(path: str) -> str:
 
 
 def _bearer(header: str | None, expected: str) -> bool:
-    if not header:
-        return False
-    parts = header.split(" ", 1)
-    if len(parts) != 2 or parts[0].lower() != "bearer":
-        return False
-    return secrets.compare_digest(parts[1], expected)
+    """`Bearer <expected>` (`expected` is never empty)."""
+    scheme, _, token = (header or "").partition(" ")
+    return scheme.lower() == "bearer" and secrets.compare_digest(token, expected)
 
 
 def decide(method: str, path: str, header: str | None, api_key: str | None, admin_api_key: str | None) -> int:

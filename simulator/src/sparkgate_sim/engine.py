@@ -35,7 +35,7 @@ from sparkgate_sim.metrics import (
 )
 from sparkgate_sim.resolve import requested, resolve, token_capacity
 from sparkgate_sim.scheduler_lines import decode_usage, prefill_line
-from sparkgate_sim.startup import humming_line, run_startup
+from sparkgate_sim.startup import GRAPH_PHASES, humming_line, run_startup
 
 EXPOSE_OWN_ENV_VARS = C.env("expose_own_env_vars")
 GRAPH_LABEL = C.string_("graph_label_cuda")
@@ -104,9 +104,6 @@ class RequestClock:
             "prefill_finished_time": self.received + self.first_token_latency,
             "queue_time": self.queued,
         }
-
-    def finished(self, e2e_sim: float) -> None:
-        self.e2e = e2e_sim
 
     def first_sent_ts(self) -> float:
         return self.received + self.first_token_latency
@@ -369,9 +366,7 @@ class Engine:
 
     def _graph_memory(self) -> dict[str, float]:
         engaged = self.engaged
-        graphs = dict.fromkeys(
-            ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend"), 0.0
-        )
+        graphs = dict.fromkeys(GRAPH_PHASES, 0.0)
         if engaged is not None and engaged.cuda_graph:
             if engaged.dspark:  # the drafter captures one graph (phase draft_decode), and only with memory
                 graphs.update(target_verify=0.62, draft_decode=0.18 if engaged.dspark_draft_graph else 0.0)
@@ -519,7 +514,7 @@ class Engine:
         else:
             finish = {"type": "length", "length": len(words)}
         e2e = queued_sim + sim_elapsed
-        clock.finished(e2e)
+        clock.e2e = e2e
         meta = self._meta(req, words, finish, clock)
         meta[C.string_("meta_e2e_latency")] = e2e
         if spec and verify_ct > 0:

@@ -132,13 +132,11 @@ class SimHandler(BaseHTTPRequestHandler):
         if self.engine.resolved.get("enable_metrics"):
             routes["/metrics"] = {"GET": self.metrics}
         if self.engine.knobs.admin:
-            routes.update(
-                {
-                    "/admin/faults": {"GET": self.admin_faults, "POST": self.admin_faults},
-                    "/admin/stats": {"GET": self.admin_stats},
-                    "/admin/restart": {"POST": self.admin_restart},
-                }
-            )
+            routes.update({
+                "/admin/faults": {"GET": self.admin_faults, "POST": self.admin_faults},
+                "/admin/stats": {"GET": self.admin_stats},
+                "/admin/restart": {"POST": self.admin_restart},
+            })
         if path.startswith("/v1/models/") and method == "GET":
             return lambda: self.model_card(path[len("/v1/models/") :])
         if path not in routes:
@@ -175,25 +173,22 @@ class SimHandler(BaseHTTPRequestHandler):
     def model_info(self) -> None:
         self._require_ready()
         r = self.engine.resolved
-        self._send(
-            200,
-            {
-                "model_path": r["model_path"],
-                "served_model_name": r["served_model_name"],
-                "tokenizer_path": r["tokenizer_path"],
-                "is_generation": True,
-                "preferred_sampling_params": None,
-                "weight_version": r["weight_version"],
-                "load_format": r["load_format"],
-                "reasoning_parser": r["reasoning_parser"],
-                "tool_call_parser": r["tool_call_parser"],
-                "disaggregation_mode": r["disaggregation_mode"],
-                "has_image_understanding": False,
-                "has_audio_understanding": False,
-                "model_type": MODEL_TYPE,
-                "architectures": [MODEL_ARCH],
-            },
-        )
+        self._send(200, {
+            "model_path": r["model_path"],
+            "served_model_name": r["served_model_name"],
+            "tokenizer_path": r["tokenizer_path"],
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": r["weight_version"],
+            "load_format": r["load_format"],
+            "reasoning_parser": r["reasoning_parser"],
+            "tool_call_parser": r["tool_call_parser"],
+            "disaggregation_mode": r["disaggregation_mode"],
+            "has_image_understanding": False,
+            "has_audio_understanding": False,
+            "model_type": MODEL_TYPE,
+            "architectures": [MODEL_ARCH],
+        })
 
     def server_info(self) -> None:
         self._require_ready()
