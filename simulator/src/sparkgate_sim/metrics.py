@@ -83,11 +83,8 @@ class Histogram(_Metric):
     def observe(self, labels: Mapping[str, object], value: float) -> None:
         key = _key(labels)
         counts, total = self.samples.get(key, ([0] * len(self.buckets), 0.0))  # type: ignore[misc]
-        counts = list(counts)
-        for i, bound in enumerate(self.buckets):
-            if value <= bound:
-                counts[i] += 1
-        self.samples[key] = (counts, total + value)
+        self.samples[key] = ([count + (value <= bound) for count, bound in zip(counts, self.buckets, strict=True)],
+                             total + value)
 
     def render(self) -> list[str]:
         lines = []
