@@ -96,11 +96,10 @@ class RequestClock:
     def scheduler_meta(self) -> dict[str, float]:
         """SchedulerReqTimeStats.convert_to_output_meta_info: no HiCache storage waits, forward entry after the
         queue, prefill finished at the first token."""
-        entry = self.received + self.queued
         return {
             "storage_prefetch_wait": 0.0,
             "storage_staging_wait": 0.0,
-            "forward_entry_time": entry,
+            "forward_entry_time": self.received + self.queued,
             "prefill_finished_time": self.received + self.first_token_latency,
             "queue_time": self.queued,
         }

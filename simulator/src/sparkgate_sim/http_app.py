@@ -332,24 +332,21 @@ class SimHandler(BaseHTTPRequestHandler):
             forwarded = dict(sorted(engine.forwarded_counts.items()))
             state = engine.state
             finished = engine.finished_requests
-        self._send(
-            200,
-            {
-                "state": state,
-                "requests": routes,
-                "total_requests": sum(routes.values()),
-                "forwarded": forwarded,
-                "forwarded_requests": sum(forwarded.values()),
-                "generation_requests_finished": finished,
-                "restarts": engine.restarts,
-                "since": engine.launched_at,
-                "image": engine.image.name,
-                "time_scale": engine.knobs.time_scale,
-                # SPARKGATE_SIM_HOST_MEMINFO's writer: attempts so far (a test waits on writes, not on the clock)
-                "host_meminfo": engine.meminfo.counts() if engine.meminfo is not None else None,
-                "decode_stalled_s": round(engine.stalled_s(), 3),  # simulated seconds the decode has hung
-            },
-        )
+        self._send(200, {
+            "state": state,
+            "requests": routes,
+            "total_requests": sum(routes.values()),
+            "forwarded": forwarded,
+            "forwarded_requests": sum(forwarded.values()),
+            "generation_requests_finished": finished,
+            "restarts": engine.restarts,
+            "since": engine.launched_at,
+            "image": engine.image.name,
+            "time_scale": engine.knobs.time_scale,
+            # SPARKGATE_SIM_HOST_MEMINFO's writer: attempts so far (a test waits on writes, not on the clock)
+            "host_meminfo": engine.meminfo.counts() if engine.meminfo is not None else None,
+            "decode_stalled_s": round(engine.stalled_s(), 3),  # simulated seconds the decode has hung
+        })
 
     def admin_restart(self) -> None:
         self.engine.restart()
