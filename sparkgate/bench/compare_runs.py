@@ -4,13 +4,12 @@ exact McNemar test on per-question correctness, the roofline fraction, and flags
 from __future__ import annotations
 
 import io
-import time
 from pathlib import Path
 
-from sparkgate import atomic
 from sparkgate.bench import plot, runs, stats
 from sparkgate.bench.comparison import DEFAULT_MIN_ACCEPT, REGRESSION, Comparison, Row
 from sparkgate.bench.published import BROKEN_DRAFT, PUBLISHED
+from sparkgate.bench.stats import cell
 
 
 def _pct(value: float | None, reference: float | None) -> float | None:
@@ -57,13 +56,8 @@ def compare(loaded: list[runs.Run], baseline_ref: str | None = None, alpha: floa
     for run in loaded:
         numbers = run.summary["results"]
         row = Row(run, numbers)
-        row.delta_pct = {
-            "decode_tok_s": _pct(numbers.get("decode_tok_s"), base.get("decode_tok_s")),
-            "mean_e2e_s": _pct(numbers.get("mean_e2e_s"), base.get("mean_e2e_s")),
-            "tpot_ms": _pct(numbers.get("tpot_ms"), base.get("tpot_ms")),
-            "p50_e2e_s": _pct(numbers.get("p50_e2e_s"), base.get("p50_e2e_s")),
-            "p95_e2e_s": _pct(numbers.get("p95_e2e_s"), base.get("p95_e2e_s")),
-        }
+        row.delta_pct = {key: _pct(numbers.get(key), base.get(key))
+                         for key in ("decode_tok_s", "mean_e2e_s", "tpot_ms", "p50_e2e_s", "p95_e2e_s")}
         same_items = run.summary.get("workload", {}).get("fingerprint") == fingerprint
         if run is not base_run:
             if not same_items:
@@ -76,8 +70,7 @@ def compare(loaded: list[runs.Run], baseline_ref: str | None = None, alpha: floa
         if row.mcnemar and row.mcnemar.verdict == "significant: worse":
             row.flags.append(f"{REGRESSION}: accuracy significantly worse than baseline ({row.mcnemar.detail})")
         rows.append(row)
-    workloads_seen = {run.summary.get("workload", {}).get("name") for run in loaded}
-    if "synthetic" in workloads_seen:
+    if any(run.summary.get("workload", {}).get("name") == "synthetic" for run in loaded):
         notes.append("synthetic workload: decode speed only; its gains do not extrapolate to real prompts "
                      "(docs/bench.md)")
     if any(run.summary.get("environment", {}).get("target") == "sim" for run in loaded):
@@ -122,12 +115,8 @@ def _flags(run: runs.Run, numbers: dict, base: dict, is_base: bool) -> list[str]
 
 
 # ---------------------------------------------------------------------------------------------- rendering
-def _f(value, pattern: str) -> str:
-    return "-" if value is None else pattern.format(value)
-
-
 def _with_delta(value, delta, pattern: str) -> str:
-    text = _f(value, pattern)
+    text = cell(value, pattern)
     return text if delta is None or abs(delta) < 0.05 else f"{text} ({delta:+.1f}%)"
 
 
@@ -143,14 +132,14 @@ def table_rows(comparison: Comparison) -> list[list[str]]:
             str(n.get("completed")),
             _with_delta(n.get("decode_tok_s"), row.delta_pct.get("decode_tok_s"), "{:.2f}"),
             _with_delta(n.get("mean_e2e_s"), row.delta_pct.get("mean_e2e_s"), "{:.2f}"),
-            _f(n.get("tpot_ms"), "{:.2f}"),
-            _f(n.get("p50_e2e_s"), "{:.2f}"),
-            _f(n.get("p95_e2e_s"), "{:.2f}"),
-            _f(n.get("mean_ttft_s"), "{:.3f}"),
-            _f(n.get("accept_length"), "{:.2f}"),
+            cell(n.get("tpot_ms"), "{:.2f}"),
+            cell(n.get("p50_e2e_s"), "{:.2f}"),
+            cell(n.get("p95_e2e_s"), "{:.2f}"),
+            cell(n.get("mean_ttft_s"), "{:.3f}"),
+            cell(n.get("accept_length"), "{:.2f}"),
             stats.accuracy_text(n, "{:.2%}") if n.get("scored") or n.get("accuracy_not_measured") else "-",
             "baseline" if row is comparison.baseline else (f"{mc.verdict} (p={mc.p_value:.3g})" if mc else "-"),
-            f"{_f(roof.get('fraction_of_estimate'), '{:.0%}')} / {_f(roof.get('fraction_of_bound'), '{:.0%}')}",
+            f"{cell(roof.get('fraction_of_estimate'), '{:.0%}')} / {cell(roof.get('fraction_of_bound'), '{:.0%}')}",
         ])
     return out
 
@@ -174,36 +163,33 @@ def render(comparison: Comparison, width: int = 200) -> str:
     for header in ("configuration", "decode tok/s", "TPOT ms", "mean/P50/P95 e2e s", "accept", "accuracy"):
         published.add_column(header)
     for ref in (*PUBLISHED.values(), BROKEN_DRAFT):
-        latency = "/".join(_f(v, "{:.2f}") for v in (ref.mean_e2e_s, ref.p50_e2e_s, ref.p95_e2e_s)) \
+        latency = "/".join(cell(v, "{:.2f}") for v in (ref.mean_e2e_s, ref.p50_e2e_s, ref.p95_e2e_s)) \
             if ref.mean_e2e_s else "-"
         published.add_row(ref.label, f"{ref.decode_tok_s:.2f}", f"{ref.tpot_ms:.2f}", latency,
-                          _f(ref.accept_length, "{:.2f}"), _f(ref.accuracy, "{:.2%}"))
+                          cell(ref.accept_length, "{:.2f}"), cell(ref.accuracy, "{:.2%}"))
     console = Console(file=io.StringIO(), record=True, width=width, force_terminal=False, color_system=None)
-    if True:  # everything below is recorded, then exported as plain text
-        console.print(table)
-        say = lambda text: console.print(text, markup=False, highlight=False)  # noqa: E731
-        for row in comparison.rows:
-            for flag in row.flags:
-                say(f"  {row.label}: {flag}")
-            if row.mcnemar and row is not comparison.baseline:
-                m = row.mcnemar
-                say(f"  {row.label} McNemar vs baseline: {m.verdict}: {m.detail} "
-                              f"[both right {m.both_correct}, baseline only {m.a_only}, this only {m.b_only}, "
-                              f"both wrong {m.both_wrong}]")
-        for note in comparison.notes:
-            say(f"  note: {note}")
-        say("  roofline: measured decode speed as a fraction of bandwidth / bytes per token (estimate: "
-                      "independent expert routing in the verify window; bound: full overlap). See `invoke roofline`.")
-        console.print(published)
+    console.print(table)
+    say = lambda text: console.print(text, markup=False, highlight=False)  # noqa: E731
+    for row in comparison.rows:
+        for flag in row.flags:
+            say(f"  {row.label}: {flag}")
+        if row.mcnemar and row is not comparison.baseline:
+            m = row.mcnemar
+            say(f"  {row.label} McNemar vs baseline: {m.verdict}: {m.detail} "
+                f"[both right {m.both_correct}, baseline only {m.a_only}, this only {m.b_only}, "
+                f"both wrong {m.both_wrong}]")
+    for note in comparison.notes:
+        say(f"  note: {note}")
+    say("  roofline: measured decode speed as a fraction of bandwidth / bytes per token (estimate: "
+        "independent expert routing in the verify window; bound: full overlap). See `invoke roofline`.")
+    console.print(published)
     return console.export_text()
 
 
 def write(comparison: Comparison, out_dir: Path | None = None, png: bool = True) -> tuple[Path, str]:
-    out_dir = out_dir or runs.bench_root() / f"compare-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = out_dir or runs.compare_dir()
     text = render(comparison)
-    runs.write_json_atomic(out_dir / "compare.json", comparison.as_dict())
-    atomic.write_text_atomically(out_dir / "compare.txt", text)
+    runs.write_compare(out_dir, comparison.as_dict(), text)
     if png:
         try:
             plot.render_png(comparison, out_dir / "compare.png")

@@ -83,6 +83,7 @@ class RequestFailed(Exception):
 
 
 def _body(target: Target, item: Item, sampling: Sampling, max_tokens: int, fixed_length: bool) -> tuple[str, dict]:
+    chosen = {key: getattr(sampling, key) for key in ("top_p", "top_k", "seed") if getattr(sampling, key) is not None}
     if target.api == "chat":
         body: dict = {
             "model": target.model,
@@ -91,23 +92,16 @@ def _body(target: Target, item: Item, sampling: Sampling, max_tokens: int, fixed
             "stream_options": {"include_usage": True},
             "max_tokens": max_tokens,
             "temperature": sampling.temperature,
+            **chosen,
         }
-        for key in ("top_p", "top_k", "seed"):
-            value = getattr(sampling, key)
-            if value is not None:
-                body[key] = value
         if fixed_length:
             body["ignore_eos"] = True
         if target.spec_details:
             body["return_spec_tokens_details"] = True
         return "/v1/chat/completions", body
-    params: dict = {"max_new_tokens": max_tokens, "temperature": sampling.temperature}
-    if sampling.top_p is not None:
-        params["top_p"] = sampling.top_p
-    if sampling.top_k is not None:
-        params["top_k"] = sampling.top_k
-    if sampling.seed is not None:
-        params["sampling_seed"] = sampling.seed  # SGLang's SamplingParams name
+    if "seed" in chosen:
+        chosen["sampling_seed"] = chosen.pop("seed")  # SGLang's SamplingParams name
+    params: dict = {"max_new_tokens": max_tokens, "temperature": sampling.temperature, **chosen}
     if fixed_length:
         params["ignore_eos"] = True
     elif item.expected is not None:

@@ -233,10 +233,6 @@ def _pair(workload: str, a: tuple[str, runs.Run], b: tuple[str, runs.Run], alpha
     return comparison
 
 
-def _signed(value: float, pattern: str = "{:+.2f}") -> str:
-    return pattern.format(value)
-
-
 def _gain(fast: float, slow: float) -> float:
     return 100.0 * (fast / slow - 1.0)
 
@@ -258,9 +254,9 @@ def recommend(workload: str, sides: list[Side], paired: stats.PairedDifference, 
     adjusted = paired.p_value if p_adjusted is None else p_adjusted
     holm = f"Holm-adjusted over {family} workloads" if family > 1 else "one workload, no adjustment"
     means = f"per-item mean {b.profile} {paired.mean_b:.2f} vs {a.profile} {paired.mean_a:.2f} tok/s"
-    test = (f"per-item difference {b.profile} - {a.profile} {_signed(paired.mean_difference)} tok/s, "
-              f"{level} CI [{_signed(paired.ci_low)}, {_signed(paired.ci_high)}], p = {paired.p_value:.2g} "
-              f"({holm}: {adjusted:.2g}), n = {paired.n}")
+    test = (f"per-item difference {b.profile} - {a.profile} {paired.mean_difference:+.2f} tok/s, "
+            f"{level} CI [{paired.ci_low:+.2f}, {paired.ci_high:+.2f}], p = {paired.p_value:.2g} "
+            f"({holm}: {adjusted:.2g}), n = {paired.n}")
     aggregate = f"aggregate {b.profile} {speed_b:.2f} vs {a.profile} {speed_a:.2f} tok/s"
     if adjusted >= alpha:
         return Recommendation(None, NO_DIFFERENCE, None,
@@ -310,7 +306,7 @@ def compare_profiles(profiles: list[str], root: Path | None = None, alpha: float
                 f"invoke bench --profile {name} --workload all"
             raise ProfileCompareError(f"no finished bench run labelled {name!r} under {root}: deploy it "
                                       f"(invoke deploy --profile {name}) and run {command}")
-    workloads = [w for w in dict.fromkeys([*latest[name_a], *latest[name_b]])]
+    workloads = list(dict.fromkeys([*latest[name_a], *latest[name_b]]))
     compared: list[WorkloadComparison] = []
     for workload in workloads:
         run_a, run_b = latest[name_a].get(workload), latest[name_b].get(workload)

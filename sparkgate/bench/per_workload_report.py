@@ -5,23 +5,17 @@ that produce any missing run. Both files are written atomically."""
 from __future__ import annotations
 
 import io
-import time
 from pathlib import Path
 
-from sparkgate import atomic
 from sparkgate.bench import runs
 from sparkgate.bench.per_workload import ProfileComparison
+from sparkgate.bench.stats import cell
 
 HEADERS = ["workload", "profile", "run", "n", "item mean tok/s", "agg tok/s", "TPOT ms", "accept (agg / median)",
            "diff tok/s vs {a} [CI]", "p raw / Holm", "verdict"]
 
 
-def _f(value, pattern: str) -> str:
-    return "-" if value is None else pattern.format(value)
-
-
 def table_rows(comparison: ProfileComparison) -> list[list[str]]:
-    a, b = comparison.profiles
     rows = []
     for w in comparison.workloads:
         if w.status != "compared":
@@ -34,12 +28,12 @@ def table_rows(comparison: ProfileComparison) -> list[list[str]]:
                 d = w.paired
                 diff = "-" if d.mean_difference is None else \
                     f"{d.mean_difference:+.2f} [{d.ci_low:+.2f}, {d.ci_high:+.2f}]"
-                p = f"{_f(d.p_value, '{:.2g}')} / {_f(w.p_adjusted, '{:.2g}')}"
+                p = f"{cell(d.p_value, '{:.2g}')} / {cell(w.p_adjusted, '{:.2g}')}"
                 verdict = w.recommendation.verdict if w.recommendation else ""
-            accept = f"{_f(n['accept_length'], '{:.2f}')} / {_f(side.accept_median, '{:.2f}')}"
+            accept = f"{cell(n['accept_length'], '{:.2f}')} / {cell(side.accept_median, '{:.2f}')}"
             rows.append([w.workload if index == 0 else "", side.profile, side.run.id, str(n["completed"]),
-                         _f(side.item_mean_tok_s, "{:.2f}"), _f(n["decode_tok_s"], "{:.2f}"),
-                         _f(n["tpot_ms"], "{:.2f}"), accept, diff, p, verdict])
+                         cell(side.item_mean_tok_s, "{:.2f}"), cell(n["decode_tok_s"], "{:.2f}"),
+                         cell(n["tpot_ms"], "{:.2f}"), accept, diff, p, verdict])
     return rows
 
 
@@ -79,9 +73,7 @@ def render(comparison: ProfileComparison, width: int = 200) -> str:
 
 
 def write(comparison: ProfileComparison, out_dir: Path | None = None) -> tuple[Path, str]:
-    out_dir = out_dir or runs.bench_root() / f"compare-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = out_dir or runs.compare_dir()
     text = render(comparison)
-    runs.write_json_atomic(out_dir / "compare.json", comparison.as_dict())
-    atomic.write_text_atomically(out_dir / "compare.txt", text)
+    runs.write_compare(out_dir, comparison.as_dict(), text)
     return out_dir, text

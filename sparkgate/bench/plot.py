@@ -26,9 +26,10 @@ def render_png(comparison: Comparison, path: Path) -> Path:
     xs = range(len(labels))
 
     fig, (ax_speed, ax_tpot) = plt.subplots(1, 2, figsize=(max(8.0, 2.2 * len(labels) + 4), 4.8), dpi=110)
-    ax_speed.bar(xs, speeds, color=colors)
-    for x, value in zip(xs, speeds, strict=True):  # inside the bar: the published marks sit on its top
-        ax_speed.annotate(f"{value:.1f}", (x, value / 2), ha="center", va="center", fontsize=9, color="white")
+    for axis, values in ((ax_speed, speeds), (ax_tpot, tpots)):
+        axis.bar(xs, values, color=colors)
+        for x, value in zip(xs, values, strict=True):  # inside the bar: the published marks sit on its top
+            axis.annotate(f"{value:.1f}", (x, value / 2), ha="center", va="center", fontsize=9, color="white")
     pub_x = [x for x, ref in zip(xs, published, strict=True) if ref]
     ax_speed.scatter(pub_x, [ref.decode_tok_s for ref in published if ref], marker="_", s=900, color="black",
                      linewidths=2.5, label="published (Spark, GSM8K)", zorder=3)
@@ -40,9 +41,6 @@ def render_png(comparison: Comparison, path: Path) -> Path:
     ax_speed.set_ylabel("decode tok/s (batch 1)")
     ax_speed.set_title("decode speed")
 
-    ax_tpot.bar(xs, tpots, color=colors)
-    for x, value in zip(xs, tpots, strict=True):
-        ax_tpot.annotate(f"{value:.1f}", (x, value / 2), ha="center", va="center", fontsize=9, color="white")
     ax_tpot.scatter(pub_x, [ref.tpot_ms for ref in published if ref], marker="_", s=900, color="black",
                     linewidths=2.5, label="published", zorder=3)
     ax_tpot.set_ylabel("TPOT ms (1000 / decode tok/s)")

@@ -247,10 +247,7 @@ def bench_each(options: BenchOptions, names: list[str], say: Callable[[str], Non
                              f"(e.g. invoke bench --profile {options.profile} --workload {names[0]} --jsonl ...)")
         if options.record_floor:
             raise BenchError("--record-floor takes one workload run, not several: drop it or name one --workload")
-    results = []
-    for name in names:
-        results.append(bench(replace(options, workload=name), say=say))
-    return results
+    return [bench(replace(options, workload=name), say=say) for name in names]
 
 
 def _fmt(value, pattern: str) -> str:

@@ -36,6 +36,18 @@ def write_json_atomic(path: Path, value) -> None:
     atomic.write_text_atomically(path, json.dumps(value, indent=1, sort_keys=False, default=str) + "\n")
 
 
+def compare_dir(root: Path | None = None) -> Path:
+    """A new compare-<UTC time> directory name under root (default build/bench)."""
+    return (root or bench_root()) / f"compare-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+
+
+def write_compare(out_dir: Path, result: dict, text: str) -> None:
+    """A comparison's compare.json and compare.txt, each written atomically."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out_dir / "compare.json", result)
+    atomic.write_text_atomically(out_dir / "compare.txt", text)
+
+
 def new_run_id(profile: str, workload: str, root: Path) -> str:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     safe = re.sub(r"[^a-z0-9-]+", "-", profile.lower()).strip("-") or "run"
@@ -120,7 +132,7 @@ def load(ref: str | Path, root: Path | None = None) -> Run:
 def latest_per_profile(root: Path | None = None) -> list[Path]:
     """The newest finished run of each profile (or label) on the newest run's prompt set (same fingerprint)."""
     root = root or bench_root()
-    finished = sorted((p for p in root.glob("*/" + SUMMARY)), key=lambda p: p.stat().st_mtime) if root.is_dir() else []
+    finished = sorted(root.glob("*/" + SUMMARY), key=lambda p: p.stat().st_mtime) if root.is_dir() else []
     if not finished:
         return []
     newest = json.loads(finished[-1].read_text())
@@ -128,7 +140,6 @@ def latest_per_profile(root: Path | None = None) -> list[Path]:
     chosen: dict[str, Path] = {}
     for path in finished:
         summary = json.loads(path.read_text())
-        if summary.get("workload", {}).get("fingerprint") != fingerprint:
-            continue
-        chosen[Run(path.parent, summary, []).label] = path.parent
+        if summary.get("workload", {}).get("fingerprint") == fingerprint:
+            chosen[Run(path.parent, summary, []).label] = path.parent
     return list(chosen.values())

@@ -248,8 +248,8 @@ def paired_difference(rates_a: Sequence[float], rates_b: Sequence[float], confid
         raise ValueError("paired samples must have the same length")
     n = len(rates_a)
     if n < MIN_PAIRED_ITEMS:
-        mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
-        return PairedDifference(n, mean(rates_a), mean(rates_b), None, None, None, confidence, None, max(n - 1, 0), None)
+        return PairedDifference(n, _mean(rates_a), _mean(rates_b), None, None, None, confidence, None, max(n - 1, 0),
+                                None)
     diffs = [b - a for a, b in zip(rates_a, rates_b, strict=True)]
     mean_d = sum(diffs) / n
     sd = math.sqrt(sum((d - mean_d) ** 2 for d in diffs) / (n - 1))
@@ -278,10 +278,12 @@ def holm_adjust(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
+def cell(value, pattern: str, missing: str = "-") -> str:
+    return missing if value is None else pattern.format(value)
+
+
 def accuracy_text(results: dict, pattern: str = "{:.1%}") -> str:
     """"n/a (simulator)" where accuracy is not measured, else the score and its counts."""
     if results.get("accuracy_not_measured"):
         return f"n/a ({results['accuracy_not_measured']})"
-    accuracy = results.get("accuracy")
-    shown = "n/a" if accuracy is None else pattern.format(accuracy)
-    return f"{shown} ({results.get('correct')}/{results.get('scored')})"
+    return f"{cell(results.get('accuracy'), pattern, 'n/a')} ({results.get('correct')}/{results.get('scored')})"

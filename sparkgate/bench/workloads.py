@@ -136,7 +136,7 @@ def gsm8k(path: Path, shots_path: Path | None = None) -> Workload:
 
 # Arithmetic templates: (text, answer) from a seeded random generator; every answer is a positive integer.
 def _baker(r: random.Random) -> tuple[str, int]:
-    trays, per, sold = r.randint(3, 12), r.randint(6, 30), 0
+    trays, per = r.randint(3, 12), r.randint(6, 30)
     sold = r.randint(1, trays * per - 1)
     return (f"A baker bakes {trays} trays with {per} rolls on each tray and sells {sold} rolls. "
             "How many rolls are left?", trays * per - sold)

@@ -118,11 +118,9 @@ def read(question: Question, reply: str) -> tuple[bool, str | None]:
     final = judge_mod.reasoning(reply).answer
     if final is None or len(final) > MAX_REPLY_CHARS:
         return False, None
-    if question.kind == "integer":
-        return judge_mod.read_integer(question.judged_text, question.answer, reply)
-    if question.kind == "word":
-        return judge_mod.read_word(question.judged_text, question.answer, reply)
-    return judge_mod.read_integer_list(question.judged_text, question.answer, reply)
+    read_as = {"integer": judge_mod.read_integer, "word": judge_mod.read_word,
+               "integer_list": judge_mod.read_integer_list}[question.kind]
+    return read_as(question.judged_text, question.answer, reply)
 
 
 def judge(question: Question, reply: str) -> bool:

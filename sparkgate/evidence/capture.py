@@ -203,20 +203,18 @@ def _commit() -> str | None:
 
 def host_facts(source: Literal["sentinel", "host"], meminfo_path: str = "/proc/meminfo", *,
                gpu: str | None = None, docker: str | None = None) -> HostFacts:
-    total = available = None
+    kib: dict[str, int] = {}
     try:
         for line in Path(meminfo_path).read_text(encoding="ascii", errors="replace")[:65536].splitlines():
             name, _, rest = line.partition(":")
             value = rest.split()[:1]
-            if name == "MemTotal" and value and value[0].isdigit():
-                total = int(value[0])
-            elif name == "MemAvailable" and value and value[0].isdigit():
-                available = int(value[0])
+            if name in ("MemTotal", "MemAvailable") and value and value[0].isdigit():
+                kib[name] = int(value[0])
     except OSError:
         pass
     return HostFacts(source=source, arch=platform.machine(), kernel=platform.release(),
-                     python=platform.python_version(), mem_total_kib=total, mem_available_kib=available,
-                     gpu=gpu, docker=docker, sparkgate=provenance())
+                     python=platform.python_version(), mem_total_kib=kib.get("MemTotal"),
+                     mem_available_kib=kib.get("MemAvailable"), gpu=gpu, docker=docker, sparkgate=provenance())
 
 
 def cut_log(text: str | None, keep: int = LOG_KEEP_BYTES) -> tuple[str | None, int]:

@@ -129,13 +129,12 @@ def with_catalog(readme: str) -> str:
 def main(argv: list[str]) -> int:
     current = README.read_text(encoding="utf-8")
     fresh = with_catalog(current)
-    if "--check" in argv:
-        if fresh != current:
-            print("docs/checks/README.md: check catalog is stale; run `python -m sparkgate.evidence.catalog`")
-            return 1
+    if fresh == current:
         return 0
-    if fresh != current:
-        write_text_atomically(README, fresh)
+    if "--check" in argv:
+        print("docs/checks/README.md: check catalog is stale; run `python -m sparkgate.evidence.catalog`")
+        return 1
+    write_text_atomically(README, fresh)
     return 0
 
 

@@ -61,11 +61,7 @@ SOURCE = (f"engine log since admission: SGLang's '{_lead(C.log_format('decode_ba
 
 
 def band_of(context_tokens: float) -> str:
-    name = BANDS[0][0]
-    for band, lowest in BANDS:
-        if context_tokens >= lowest:
-            name = band
-    return name
+    return next((band for band, lowest in reversed(BANDS) if context_tokens >= lowest), BANDS[0][0])
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,8 @@ CHECKS = {
 }
 # The SGLang facts each check reads: "section.key" (conformance fixture) or "probe.<field>" (the probe report).
 # evidence/catalog.py validates them; tests/unit/test_declared_reads.py proves them on the recorded captures.
+_CALIBRATION_READS = ('strings.meta_completion_tokens', 'strings.meta_e2e_latency', 'strings.meta_finish_reason',
+                      'strings.meta_first_token_latency')
 READS = {
     'engine.health': ('log_formats.capture_failed',),
     'engine.identity': ('server_args.model_path', 'server_args.served_model_name', 'strings.server_info_version'),
@@ -51,22 +53,10 @@ READS = {
     'engine.cuda_graph_passes': (
         'metrics.cuda_graph_passes', 'strings.cuda_graph_mode_eager', 'strings.cuda_graph_mode_graph',
     ),
-    'engine.calibration': (
-        'strings.meta_completion_tokens', 'strings.meta_e2e_latency', 'strings.meta_finish_reason',
-        'strings.meta_first_token_latency',
-    ),
-    'engine.speed_floor': (
-        'strings.meta_completion_tokens', 'strings.meta_e2e_latency', 'strings.meta_finish_reason',
-        'strings.meta_first_token_latency',
-    ),
-    'engine.speed_vs_baseline': (
-        'strings.meta_completion_tokens', 'strings.meta_e2e_latency', 'strings.meta_finish_reason',
-        'strings.meta_first_token_latency',
-    ),
-    'engine.client_timing': (
-        'strings.meta_completion_tokens', 'strings.meta_e2e_latency', 'strings.meta_finish_reason',
-        'strings.meta_first_token_latency',
-    ),
+    'engine.calibration': _CALIBRATION_READS,
+    'engine.speed_floor': _CALIBRATION_READS,
+    'engine.speed_vs_baseline': _CALIBRATION_READS,
+    'engine.client_timing': _CALIBRATION_READS,
     'sentinel.engine_unchanged': (),
     'sentinel.weights_unchanged': (),
 }
@@ -99,16 +89,11 @@ def identity(ev: Evidence) -> list[CheckResult]:
     if ev.server_info is None:
         return [failed("engine.identity", ev.server_info_error, "a /server_info JSON object", "GET /server_info",
                        "the engine does not answer /server_info: is this SGLang, and is the URL the engine's?")]
-    observed = {
-        "version": ev.server_info.get(C.string_("server_info_version")),
-        "model_path": ev.server_info.get(C.server_arg("model_path")),
-        "served_model_name": ev.server_info.get(C.server_arg("served_model_name")),
-    }
-    expected = {
-        "version": want["sglang_version"],
-        "model_path": want["model_path"],
-        "served_model_name": want["served_model_name"],
-    }
+    observed = {"version": ev.server_info.get(C.string_("server_info_version")),
+                "model_path": ev.server_info.get(C.server_arg("model_path")),
+                "served_model_name": ev.server_info.get(C.server_arg("served_model_name"))}
+    expected = {"version": want["sglang_version"], "model_path": want["model_path"],
+                "served_model_name": want["served_model_name"]}
     results = [checked("engine.identity", observed == expected, observed, expected, "GET /server_info",
                        "a different engine build or launch than the profile renders: redeploy this profile's bundle")]
     architectures = (ev.model_info or {}).get(C.string_("model_info_architectures")) or []
@@ -187,10 +172,9 @@ def batch1(ev: Evidence) -> CheckResult:
 def cuda_graph(ev: Evidence) -> list[CheckResult]:
     results = []
     if ev.calibration is None or ev.metrics_before is None or ev.metrics_after is None:
-        if ev.metrics_error:
-            hint = "metrics unavailable: the engine must run with --enable-metrics (every rendered bundle sets it)"
-        else:
-            hint = "no calibration ran (engine unhealthy, or --no-calibrate): decode CUDA-graph passes were not observed"
+        hint = ("metrics unavailable: the engine must run with --enable-metrics (every rendered bundle sets it)"
+                if ev.metrics_error else
+                "no calibration ran (engine unhealthy, or --no-calibrate): decode CUDA-graph passes were not observed")
         results.append(failed(
             "engine.cuda_graph_passes", ev.metrics_error or "no calibration", "decode CUDA-graph passes increase",
             "GET /metrics", hint,
@@ -232,20 +216,18 @@ def ready_log(ev: Evidence) -> CheckResult:
 def speed(ev: Evidence) -> list[CheckResult]:
     want = ev.expectations["speed"]
     cal = ev.calibration
-    results = []
     measured = cal.decode_tok_s() if cal else None
     completed = len(cal.completed) if cal else 0
     wanted = ev.expectations["calibration"]["prompts"]
-    results.append(checked(
+    results = [checked(
         "engine.calibration", cal is not None and completed == wanted and not cal.budget_exhausted,
-        {"completed": completed, "of": wanted,
-        "errors": [r.error for r in cal.requests if r.error] if cal else None,
-        "budget_exhausted": cal.budget_exhausted if cal else None},
+        {"completed": completed, "of": wanted, "errors": [r.error for r in cal.requests if r.error] if cal else None,
+         "budget_exhausted": cal.budget_exhausted if cal else None},
         f"all {wanted} prompts completed within {ev.expectations['calibration']['time_budget_s']} s",
         "POST /generate (temperature 0)",
         "the engine does not complete requests in time: check /health_generate and the log; a budget overrun "
         "means decode is far slower than expected",
-    ))
+    )]
     floors = []
     if want.get("min_decode_tok_s"):
         floors.append(("engine.speed_floor", want["min_decode_tok_s"], "profile gate.min_decode_tok_s"))

@@ -38,9 +38,7 @@ class Evidence:
 
     def internal_state(self) -> dict | None:
         states = (self.server_info or {}).get(conformance.string_("server_info_internal_states"))
-        if isinstance(states, list) and states and isinstance(states[0], dict):
-            return states[0]
-        return None
+        return states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else None
 
     def engagement(self) -> dict | None:
         state = self.internal_state()

@@ -30,7 +30,7 @@ class EngineLog:
             return []
         # Records end at "\n" only (a "\r" before it is dropped): str.splitlines also breaks at \x1c-\x1e, \x85
         # and \u2028/\u2029, so a hostile string inside one record could start a forged record of its own.
-        return [m.group(1) for m in map(_RECORD.match, _lines(self.text)) if m]
+        return [m.group(1) for line in self.text.split("\n") if (m := _RECORD.match(line.removesuffix("\r")))]
 
     def count(self, message: str) -> int:
         """Records whose message starts with `message`."""
@@ -39,10 +39,6 @@ class EngineLog:
     def matching(self, pattern: re.Pattern[str]) -> list[str]:
         """Messages that are a rendering of an SGLang log format (see conformance.log_pattern), from their start."""
         return [m for m in self.messages() if pattern.match(m)]
-
-
-def _lines(text: str) -> list[str]:
-    return [line.removesuffix("\r") for line in text.split("\n")]
 
 
 def open_regular(path: str) -> BinaryIO:

@@ -135,13 +135,10 @@ def scrub(text: str | None, keys: Iterable[str]) -> str | None:
 
 
 def _scrubbed(exchange: Exchange, keys: tuple[str, ...]) -> Exchange:
-    return exchange.model_copy(update={
-        "body": redact(exchange.body, keys) if exchange.body is not None else None,
-        "text": scrub(exchange.text, keys),
-        "error": scrub(exchange.error, keys),
+    return exchange.model_copy(update={  # redact(None) is None
+        "body": redact(exchange.body, keys), "text": scrub(exchange.text, keys), "error": scrub(exchange.error, keys),
         "chunks": None if exchange.chunks is None else [(at, redact(chunk, keys)) for at, chunk in exchange.chunks],
-        "reading": redact(exchange.reading, keys) if exchange.reading is not None else None,
-    })
+        "reading": redact(exchange.reading, keys)})
 
 
 class Recording(BaseModel):

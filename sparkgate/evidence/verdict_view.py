@@ -46,8 +46,7 @@ def print_verdict(verdict: Verdict, console: Console) -> None:
             inert(f" {check.name}: observed {_short(check.observed, 1500)}, expected {_short(check.expected, 120)} "
                   f"(source: {check.source}). Hint: {check.hint}"),
         ))
-    thinking = thinking_line(verdict)
-    if thinking:
+    if thinking := thinking_line(verdict):
         console.print(Text(thinking))
     if verdict.passed:
         console.print(f"[green]all {len(verdict.checks)} checks passed[/green]")

@@ -63,37 +63,23 @@ def run_checks(ev: Evidence) -> list[CheckResult]:
     return sorted((_declared(c) for c in checks), key=_sort_key)
 
 
-def verify(
-    engine_url: str,
-    expectations: dict,
-    log: EngineLog,
-    *,
-    api_key: str | None = None,
-    admin_key_file: str | None = None,
-    meminfo_path: str | None = None,
-    calibrate: bool = True,
-    progress: Callable[[str], None] = lambda _: None,
-    client: EngineClient | None = None,
-    repeat_room_first: bool = True,
-) -> Verdict:
+def verify(engine_url: str, expectations: dict, log: EngineLog, *, api_key: str | None = None,
+           admin_key_file: str | None = None, meminfo_path: str | None = None, calibrate: bool = True,
+           progress: Callable[[str], None] = lambda _: None, client: EngineClient | None = None,
+           repeat_room_first: bool = True) -> Verdict:
     """`client`: another EngineClient for `engine_url` (recording.py's recording or replaying one);
     `repeat_room_first`: answers.run's, for a replay of a recording asked the older way."""
     client = client if client is not None else EngineClient(engine_url, api_key=api_key)
     progress(f"gathering evidence from {engine_url} (calibration: {'on' if calibrate else 'off'})")
     evidence = gather(client, expectations, log, calibrate=calibrate, admin_key_file=admin_key_file,
                       meminfo_path=meminfo_path, repeat_room_first=repeat_room_first)
-    verdict = Verdict(
-        profile=expectations["profile"],
-        engine_url=engine_url,
-        time=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        checks=run_checks(evidence),
-        engine={
-            # The verified configuration clients may see (/sparkgate/verdict): /server_info itself is not routed
-            # by the gateway, and carries secrets (api keys, launch_command).
-            **{key: (evidence.server_info or {}).get(key) for key in verified_config_keys()},
-            "log_source": log.source,
-        },
+    return Verdict(
+        profile=expectations["profile"], engine_url=engine_url,
+        time=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), checks=run_checks(evidence),
+        # The verified configuration clients may see (/sparkgate/verdict): /server_info itself is not routed by the
+        # gateway, and carries secrets (api keys, launch_command).
+        engine={**{key: (evidence.server_info or {}).get(key) for key in verified_config_keys()},
+                "log_source": log.source},
         calibration=evidence.calibration.as_dict() if evidence.calibration else {},
         answers=evidence.answers.as_dict() if evidence.answers else {},
     )
-    return verdict

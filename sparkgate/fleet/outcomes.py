@@ -24,19 +24,10 @@ def _read(path: Path) -> dict:
 
 def _find(value, key: str):
     """The first `key` anywhere in a verdict (calibration numbers sit a few levels down)."""
-    if isinstance(value, dict):
-        if value.get(key) is not None:
-            return value[key]
-        children = value.values()
-    elif isinstance(value, list):
-        children = value
-    else:
-        return None
-    for child in children:
-        found = _find(child, key)
-        if found is not None:
-            return found
-    return None
+    if isinstance(value, dict) and value.get(key) is not None:
+        return value[key]
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return next((found for child in children if (found := _find(child, key)) is not None), None)
 
 
 def failing_checks(verdict: dict | None) -> list[str]:

@@ -69,6 +69,9 @@ def run_dir(options: FleetOptions) -> Path:
 
 def hosts(inventory: Path, limit: str | None = None, vault_password_file: Path | None = None) -> list[str]:
     """The inventory's hosts in group `sparks` (after --limit), in inventory order."""
+    if vault_password_file is not None and not vault_password_file.is_file():
+        raise FleetError(f"--vault-password-file: {vault_password_file} not found. Fix: the file holding the Ansible "
+                         "Vault password the inventory's sparkgate_api_key was encrypted with")
     if not inventory.is_file():
         raise FleetError(f"--inventory: {inventory} not found. Fix: `invoke fleet.lab --hosts 3` writes "
                          "build/fleet-lab/inventory.yaml; ansible/inventories/example/ shows one for real Sparks")
@@ -119,16 +122,8 @@ def _base_vars(options: FleetOptions) -> dict:
             **options.extra_vars}
 
 
-def _check_vault_file(options: FleetOptions) -> None:
-    path = options.vault_password_file
-    if path is not None and not path.is_file():
-        raise FleetError(f"--vault-password-file: {path} not found. Fix: the file holding the Ansible Vault password "
-                         "the inventory's sparkgate_api_key was encrypted with")
-
-
 def status(options: FleetOptions, say: Callable[[str], None] = print) -> dict:
     """Read every host; the report's outcome column is each host's last recorded rollout outcome."""
-    _check_vault_file(options)
     names = hosts(options.inventory, options.limit, options.vault_password_file)
     directory = run_dir(options)
     shutil.rmtree(directory / "status", ignore_errors=True)
@@ -146,7 +141,6 @@ def deploy(options: FleetOptions, say: Callable[[str], None] = print) -> dict:
     # Bad input stops here, before any host is contacted: the profile is validated at the boundary (one line
     # naming its file and field), exactly as a single-host deploy does.
     profiles.load(options.profile)
-    _check_vault_file(options)
     names = hosts(options.inventory, options.limit, options.vault_password_file)
     directory = run_dir(options)
     for stale in ("outcomes", "status"):  # this run's records only

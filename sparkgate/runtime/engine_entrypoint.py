@@ -125,12 +125,8 @@ def run(launcher: str, log_file: Path | None, argv: list[str], admin_dir: Path =
     tracker = PhaseTracker()
     # Never exec straight into the engine: SGLang prints the key (server_args=...), so every line passes here.
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-    def forward(signum, _frame):
-        child.send_signal(signum)
-
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, forward)
+        signal.signal(signum, lambda received, _frame: child.send_signal(received))
     with open(log_file if log_file is not None else os.devnull, "ab", buffering=0) as sink:
         assert child.stdout is not None
         for line in iter(child.stdout.readline, b""):

@@ -21,7 +21,7 @@ import socket
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from sparkgate.atomic import write_text_atomically
 
@@ -98,13 +98,10 @@ def bundle_id(files: Mapping[str, str]) -> str:
 
 def bundle_id_of(directory: Path) -> str | None:
     """The bundle id of a directory holding the rendered files; None when one cannot be read."""
-    files = {}
-    for name in BUNDLE_FILES:
-        try:
-            files[name] = (Path(directory) / name).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
-    return bundle_id(files)
+    try:
+        return bundle_id({name: (Path(directory) / name).read_text(encoding="utf-8") for name in BUNDLE_FILES})
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def write(path: Path, record: EngineRun) -> None:
@@ -116,11 +113,6 @@ def read(path: Path) -> EngineRun | None:
     try:
         with open(path, "rb") as handle:
             data = handle.read(MAX_RECORD_BYTES + 1)
-    except OSError:
-        return None
-    if len(data) > MAX_RECORD_BYTES:
-        return None
-    try:
-        return EngineRun.model_validate_json(data)
-    except (ValidationError, ValueError):
+        return EngineRun.model_validate_json(data) if len(data) <= MAX_RECORD_BYTES else None
+    except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
         return None

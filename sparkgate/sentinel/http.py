@@ -112,12 +112,8 @@ def closed_body(state: GateState) -> dict:
     if not failing:
         failing = [c["name"] for c in (((snap.get("full") or {}).get("verification") or {}).get("checks") or [])
                    if not c["passed"]]
-    return {
-        "error": "sparkgate gate closed: the engine is not proven",
-        "state": snap["state"],
-        "reason": snap["reason"],
-        "failing_checks": failing[:10],
-    }
+    return {"error": "sparkgate gate closed: the engine is not proven", "state": snap["state"],
+            "reason": snap["reason"], "failing_checks": failing[:10]}
 
 
 def _handler(state: GateState, closed_port: bool):
@@ -207,6 +203,5 @@ def serve(state: GateState, host: str, port: int, closed_port: int) -> list[Thre
         _QuietServer((host, closed_port), _handler(state, closed_port=True)),
     ]
     for server in servers:
-        server.daemon_threads = True
         threading.Thread(target=server.serve_forever, daemon=True).start()
     return servers

@@ -127,29 +127,18 @@ def _dict(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _checks(value: Any) -> list[dict]:
-    checks = _dict(value).get("checks")
-    return [c for c in checks if isinstance(c, dict)] if isinstance(checks, list) else []
-
-
 def check_rows(snap: dict) -> list[dict]:
     """Every check of the latest verdict: the full verdict's, each overlaid with the latest re-check's result of
     the same name, then the re-check-only ones, then the two suites. Each row: the check's dict plus `as_of`."""
     full = _dict(snap.get("full"))
-    full_checks = _checks(full.get("verification"))
-    recheck_checks = _checks(snap.get("recheck"))
     latest: dict[str, dict] = {}
-    for check in recheck_checks:
+    for check in S.checks_of(snap.get("recheck")):
         latest.setdefault(str(check.get("name")), check)
-    rows = []
-    known = set()
-    for check in full_checks:
-        name = str(check.get("name"))
-        known.add(name)
-        rows.append({**(latest.get(name) or check), "as_of": "re-check" if name in latest else "full verdict"})
-    for name, check in latest.items():
-        if name not in known:
-            rows.append({**check, "as_of": "re-check only"})
+    named = [(str(check.get("name")), check) for check in S.checks_of(full.get("verification"))]
+    rows = [{**(latest.get(name) or check), "as_of": "re-check" if name in latest else "full verdict"}
+            for name, check in named]
+    known = {name for name, _ in named}
+    rows += [{**check, "as_of": "re-check only"} for name, check in latest.items() if name not in known]
     for suite in ("infra", "smoke"):
         result = full.get(suite)
         if isinstance(result, dict):

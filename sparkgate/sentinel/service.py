@@ -18,6 +18,7 @@ and a launch_command with the key in plain text).
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import logging
 import time
@@ -90,20 +91,17 @@ class Sentinel:
         # One context per requested optimization: its own re-checks and their memory between periods.
         # What the sentinel's own answer probes send, so acceptance re-checks do not take it for client traffic.
         self.own_traffic = OwnTraffic()
-        self.module_contexts = {
-            key: RecheckContext(key, self.quick_client, config.period_s, self.expectations,
-                                own_traffic=self.own_traffic)
-            for key in REGISTRY if key in self.expectations.get("requested", [])
-        }
+        context = functools.partial(RecheckContext, client=self.quick_client, period_s=config.period_s,
+                                    expectations=self.expectations)
+        self.module_contexts = {key: context(key, own_traffic=self.own_traffic)
+                                for key in REGISTRY if key in self.expectations.get("requested", [])}
         # Every profile: one question of the answer set at a time, when the engine is idle.
-        self.answers_context = RecheckContext("answers", self.quick_client, config.period_s, self.expectations,
-                                              own_traffic=self.own_traffic)
-        self.host_context = RecheckContext("host", self.quick_client, config.period_s, self.expectations)
+        self.answers_context = context("answers", own_traffic=self.own_traffic)
+        self.host_context = context("host")
         # Speculative profiles: acceptance per context band of client traffic, from the engine log (informational).
-        self.bands_context = RecheckContext("context_bands", self.quick_client, config.period_s, self.expectations,
-                                            own_traffic=self.own_traffic)
+        self.bands_context = context("context_bands", own_traffic=self.own_traffic)
         # Every profile: requests running while no token is made (evidence/stall.py).
-        self.stall_context = RecheckContext("stall", self.quick_client, config.period_s, self.expectations)
+        self.stall_context = context("stall")
         self.metrics_reads = 0  # the engine's /metrics read by re-checks (one per period, shared)
         self.weights: dict | None = None  # /model_info identity of the weights at the last full verdict
         self.cold_refusal: tuple[object, CheckResult] | None = None  # (startup_time, its failed cold check)
@@ -161,12 +159,8 @@ class Sentinel:
         info = self._server_info()
         self.weights = self._weights()
         with self.state.lock:
-            self.state.full = self._redact({
-                "passed": passed,
-                "verification": verdict.as_dict(),
-                "infra": infra.as_dict(),
-                "smoke": smoke.as_dict(),
-            })
+            self.state.full = self._redact({"passed": passed, "verification": verdict.as_dict(),
+                                            "infra": infra.as_dict(), "smoke": smoke.as_dict()})
             self.state.full_runs += 1
             self.state.last_verdict_at = time.time()
             self.state.engine_startup_time = self._redact((info or {}).get("startup_time"))
@@ -247,13 +241,8 @@ class Sentinel:
         # Fast path: a dead or restarting engine closes the gate now, without waiting on slower calls.
         status = self.quick_client.status("/health")
         if status != 200:
-            failure = checked("engine.health", False, status, 200, "GET /health",
-                              "the engine stopped answering after admission (crash or restart)")
-            with self.state.lock:
-                self.state.recheck = self._redact({"time": time.time(), "passed": False, "checks": [failure.as_dict()]})
-                self.state.rechecks += 1
-                self.state.last_verdict_at = time.time()
-            self.state.record_recheck()
+            self._store_recheck([checked("engine.health", False, status, 200, "GET /health",
+                                         "the engine stopped answering after admission (crash or restart)")])
             self.state.set(CLOSED, f"re-check failed: engine.health (HTTP {status or 'no answer'})")
             log.warning("gate CLOSED by re-check: engine /health answered %s", status or "nothing")
             return False
@@ -274,17 +263,22 @@ class Sentinel:
             "similar admin call inside the stack): a full verification runs before traffic is admitted again",
         ))
         results.extend(self.module_rechecks())
+        passed = self._store_recheck(results)
+        if not passed:
+            failing = [c.name for c in results if not c.passed]
+            self.state.set(CLOSED, "re-check failed: " + ", ".join(failing[:8]))
+            log.warning("gate CLOSED by re-check: %s", ", ".join(failing))
+        return passed
+
+    def _store_recheck(self, results: list[CheckResult]) -> bool:
+        """Publish a re-check's results (redacted) with its history sample (state.py); whether all passed."""
         passed = all(c.passed for c in results)
         with self.state.lock:
             self.state.recheck = self._redact({"time": time.time(), "passed": passed,
                                                "checks": [c.as_dict() for c in results]})
             self.state.rechecks += 1
             self.state.last_verdict_at = time.time()
-        self.state.record_recheck()  # one history sample per re-check (state.py)
-        if not passed:
-            failing = [c.name for c in results if not c.passed]
-            self.state.set(CLOSED, "re-check failed: " + ", ".join(failing[:8]))
-            log.warning("gate CLOSED by re-check: %s", ", ".join(failing))
+        self.state.record_recheck()
         return passed
 
     def start_module_rechecks(self) -> None:
@@ -377,8 +371,7 @@ class Sentinel:
         except host_memory.MemInfoUnreadable:
             return
         self.start_memory.append(capture.HostMemorySample(
-            at=engine_run.now(), available_kib=info.available_kib,
-            total_kib=info.total_kib))
+            at=engine_run.now(), available_kib=info.available_kib, total_kib=info.total_kib))
 
     def refused_start(self) -> bool:
         """Whether the engine of this deploy died before it was ready (its exit record says so). The first time, the

@@ -50,7 +50,8 @@ def number(value: Any) -> float | None:
     return figure if math.isfinite(figure) else None
 
 
-def _checks(value: Any) -> list[dict]:
+def checks_of(value: Any) -> list[dict]:
+    """The dict entries of a stored verdict's `checks` list (none when it has no such list)."""
     checks = value.get("checks") if isinstance(value, dict) else None
     return [c for c in checks if isinstance(c, dict)] if isinstance(checks, list) else []
 
@@ -77,7 +78,7 @@ def _failing(checks: list[dict]) -> list[str]:
 
 def recheck_sample(recheck: Any, at: float | None = None) -> dict:
     """One history sample from a stored re-check ({"time", "passed", "checks": [...]})."""
-    checks = _checks(recheck)
+    checks = checks_of(recheck)
     stamp = number(recheck.get("time")) if isinstance(recheck, dict) else None
     return {
         "time": stamp if stamp is not None else (at if at is not None else time.time()),
@@ -95,7 +96,7 @@ def admission_sample(full: Any, at: float | None = None) -> dict:
     full = full if isinstance(full, dict) else {}
     verification = full.get("verification") if isinstance(full.get("verification"), dict) else {}
     calibration = verification.get("calibration") if isinstance(verification.get("calibration"), dict) else {}
-    checks = _checks(verification)
+    checks = checks_of(verification)
     failing = _failing(checks)
     for suite in ("infra", "smoke"):
         result = full.get(suite)
@@ -114,14 +115,10 @@ def admission_sample(full: Any, at: float | None = None) -> dict:
     }
 
 
-
-
 def speculation_by_context(recheck: Any) -> dict | None:
     """What the latest re-check read of acceptance per context band (speculative profiles), or None."""
-    for check in _checks(recheck):
-        if check.get("name") == context_bands.CHECK and isinstance(check.get("observed"), dict):
-            return check["observed"]
-    return None
+    return next((check["observed"] for check in checks_of(recheck)
+                 if check.get("name") == context_bands.CHECK and isinstance(check.get("observed"), dict)), None)
 
 
 @dataclass

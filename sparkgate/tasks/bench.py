@@ -77,7 +77,7 @@ def bench(c, profile=None, workload="arith", limit=None, count=None, jsonl=None,
 
 def _print_own_help(task_name: str) -> None:
     """`invoke compare --help`: the positional `runs` takes the token first, so hand it to invoke's help."""
-    from invoke import Collection, Program
+    from invoke import Program
 
     Program(namespace=Collection(compare), name="invoke", binary="invoke").run(
         ["invoke", "--help", task_name], exit=False)
@@ -126,26 +126,22 @@ def compare(c, runs=None, baseline=None, alpha=0.05, out=None, root=None, no_png
     try:
         if _names_profiles(refs, root_dir):
             by_workload = per_workload.compare_profiles(refs, root_dir, float(alpha))
-            out_dir, text = per_workload_report.write(by_workload, Path(out) if out else root_dir / _stamp())
+            out_dir, text = per_workload_report.write(by_workload,
+                                                      Path(out) if out else runs_mod.compare_dir(root_dir))
             print(text)
             print(f"written: {out_dir}/compare.txt, compare.json")
             return
         paths = runs_mod.latest_per_profile(root_dir) if refs == ["latest"] else refs
         loaded = [runs_mod.load(ref, root_dir) for ref in paths]
         comparison = compare_runs.compare(loaded, baseline, float(alpha))
-        out_dir, text = compare_runs.write(comparison, Path(out) if out else root_dir / _stamp(), png=not no_png)
+        out_dir, text = compare_runs.write(comparison, Path(out) if out else runs_mod.compare_dir(root_dir),
+                                           png=not no_png)
     except runs_mod.RunError as exc:
         raise Exit(f"sparkgate compare: {exc}", code=1) from None
     print(text)
     print(f"written: {out_dir}/compare.txt, compare.json" + ("" if no_png else ", compare.png"))
     if fail_on_regression and comparison.regressions:
         raise Exit("sparkgate compare: regressions: " + "; ".join(comparison.regressions), code=1)
-
-
-def _stamp() -> str:
-    import time
-
-    return f"compare-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
 
 
 @sparkgate_task(

@@ -38,27 +38,17 @@ def auth_level(path: str) -> str:
 
 
 def _bearer(header: str | None, expected: str) -> bool:
-    if not header:
-        return False
-    parts = header.split(" ", 1)
-    if len(parts) != 2 or parts[0].lower() != "bearer":
-        return False
-    return secrets.compare_digest(parts[1], expected)
+    """`Bearer <expected>` (`expected` is never empty)."""
+    scheme, _, token = (header or "").partition(" ")
+    return scheme.lower() == "bearer" and secrets.compare_digest(token, expected)
 
 
 def decide(method: str, path: str, header: str | None, api_key: str | None, admin_api_key: str | None) -> int:
     """0 when allowed, else the HTTP status SGLang answers with (401)."""
     if method == "OPTIONS" or path.startswith(ALWAYS_OPEN):
         return 0
-    if auth_level(path) == ADMIN_OPTIONAL:
-        if admin_api_key:
-            return 0 if _bearer(header, admin_api_key) else 401
-        if api_key:
-            return 0 if _bearer(header, api_key) else 401
-        return 0
-    if api_key:
-        return 0 if _bearer(header, api_key) else 401
-    return 0
+    key = (admin_api_key or api_key) if auth_level(path) == ADMIN_OPTIONAL else api_key
+    return 0 if not key or _bearer(header, key) else 401
 
 
 def update_weights_from_disk(resolved: dict[str, Any], body: dict) -> tuple[int, dict]:

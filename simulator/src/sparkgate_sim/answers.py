@@ -86,17 +86,11 @@ def answer(text: str | None, context: str = "") -> Answer | None:
         return None
     told = _Told.read("\n".join(part for part in (context, earlier, text) if part))
     found = None
-    for sentence in sentences(text):
+    for sentence in sentences(text):  # a sentence's told fact first, else the first parser that answers it
         key = _normalize(sentence)
-        result = told.recall(key)
-        key = told.substituted(key)
-        for parse in _PARSERS:
-            if result is not None:
-                break
-            result = parse(key)
-        if result is not None:
-            found = result
-    return found if found is not None else _word_problem(text)
+        substituted = told.substituted(key)
+        found = told.recall(key) or next(filter(None, (parse(substituted) for parse in _PARSERS)), found)
+    return found or _word_problem(text)
 
 
 def _hash(key: str) -> int:
@@ -109,8 +103,7 @@ _END = r"\s*[?.!]?"
 
 
 def _value(text: str) -> Fraction:
-    text = text.replace(",", "")
-    return Fraction(text)  # Fraction parses decimals exactly ("3.5" -> 7/2)
+    return Fraction(text.replace(",", ""))  # Fraction parses decimals exactly ("3.5" -> 7/2)
 
 
 def format_number(value: Fraction) -> str:
@@ -209,40 +202,32 @@ def _arithmetic(key: str) -> Answer | None:
 
 
 # ---------------------------------------------------------------------------------------------- units
-def _unit_table() -> dict[str, tuple[str, Fraction]]:
-    table: dict[str, tuple[str, Fraction]] = {}
-    groups = {
-        "length": {
-            ("meter", "meters", "metre", "metres", "m"): Fraction(1),
-            ("kilometer", "kilometers", "kilometre", "kilometres", "km"): Fraction(1000),
-            ("centimeter", "centimeters", "centimetre", "centimetres", "cm"): Fraction(1, 100),
-            ("millimeter", "millimeters", "millimetre", "millimetres", "mm"): Fraction(1, 1000),
-        },
-        "time": {
-            ("second", "seconds", "sec", "secs", "s"): Fraction(1),
-            ("minute", "minutes", "min", "mins"): Fraction(60),
-            ("hour", "hours", "hr", "hrs", "h"): Fraction(3600),
-            ("day", "days"): Fraction(86400),
-            ("week", "weeks"): Fraction(7 * 86400),
-        },
-        "mass": {
-            ("gram", "grams", "gramme", "grammes", "g"): Fraction(1),
-            ("kilogram", "kilograms", "kilogramme", "kilogrammes", "kg"): Fraction(1000),
-            ("milligram", "milligrams", "mg"): Fraction(1, 1000),
-        },
-        "volume": {
-            ("milliliter", "milliliters", "millilitre", "millilitres", "ml"): Fraction(1),
-            ("liter", "liters", "litre", "litres", "l"): Fraction(1000),
-        },
-    }
-    for dimension, units in groups.items():
-        for names, factor in units.items():
-            for name in names:
-                table[name] = (dimension, factor)
-    return table
-
-
-UNITS = _unit_table()
+_UNIT_GROUPS: dict[str, dict[tuple[str, ...], Fraction]] = {
+    "length": {
+        ("meter", "meters", "metre", "metres", "m"): Fraction(1),
+        ("kilometer", "kilometers", "kilometre", "kilometres", "km"): Fraction(1000),
+        ("centimeter", "centimeters", "centimetre", "centimetres", "cm"): Fraction(1, 100),
+        ("millimeter", "millimeters", "millimetre", "millimetres", "mm"): Fraction(1, 1000),
+    },
+    "time": {
+        ("second", "seconds", "sec", "secs", "s"): Fraction(1),
+        ("minute", "minutes", "min", "mins"): Fraction(60),
+        ("hour", "hours", "hr", "hrs", "h"): Fraction(3600),
+        ("day", "days"): Fraction(86400),
+        ("week", "weeks"): Fraction(7 * 86400),
+    },
+    "mass": {
+        ("gram", "grams", "gramme", "grammes", "g"): Fraction(1),
+        ("kilogram", "kilograms", "kilogramme", "kilogrammes", "kg"): Fraction(1000),
+        ("milligram", "milligrams", "mg"): Fraction(1, 1000),
+    },
+    "volume": {
+        ("milliliter", "milliliters", "millilitre", "millilitres", "ml"): Fraction(1),
+        ("liter", "liters", "litre", "litres", "l"): Fraction(1000),
+    },
+}
+UNITS = {name: (dimension, factor)
+         for dimension, units in _UNIT_GROUPS.items() for names, factor in units.items() for name in names}
 _UNIT = r"[a-z]+"
 _AMOUNT = rf"(?:{_NUM}|an|a|one)"
 _IN = r"(?:are|is)\s+(?:there\s+)?in"

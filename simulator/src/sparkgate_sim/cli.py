@@ -40,22 +40,16 @@ class EngineArgs:
     def get(self, dest: str, default: Any = None) -> Any:
         return self.values.get(dest, default)
 
-    def given(self, dest: str) -> bool:
-        return dest in self.values
-
 
 def _candidates(written: str) -> list[str]:
     return sorted({spec.option for spelling, spec in option_table().items() if spelling.startswith(written)})
 
 
-def _quote_choices(choices: tuple[str, ...]) -> str:
-    return ", ".join(repr(c) for c in choices)
-
-
 def _convert(spec: OptionSpec, value: str) -> Any:
     """argparse's type conversion, with its error text (Python 3.11 wording)."""
     if spec.choices is not None and value not in spec.choices:
-        raise UsageError(f"argument {spec.option}: invalid choice: {value!r} (choose from {_quote_choices(spec.choices)})")
+        choices = ", ".join(map(repr, spec.choices))
+        raise UsageError(f"argument {spec.option}: invalid choice: {value!r} (choose from {choices})")
     try:
         if spec.type in ("int", "human_readable_int"):
             return int(value)

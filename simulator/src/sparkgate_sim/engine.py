@@ -35,7 +35,7 @@ from sparkgate_sim.metrics import (
 )
 from sparkgate_sim.resolve import requested, resolve, token_capacity
 from sparkgate_sim.scheduler_lines import decode_usage, prefill_line
-from sparkgate_sim.startup import humming_line, run_startup
+from sparkgate_sim.startup import GRAPH_PHASES, humming_line, run_startup
 
 EXPOSE_OWN_ENV_VARS = C.env("expose_own_env_vars")
 GRAPH_LABEL = C.string_("graph_label_cuda")
@@ -96,17 +96,13 @@ class RequestClock:
     def scheduler_meta(self) -> dict[str, float]:
         """SchedulerReqTimeStats.convert_to_output_meta_info: no HiCache storage waits, forward entry after the
         queue, prefill finished at the first token."""
-        entry = self.received + self.queued
         return {
             "storage_prefetch_wait": 0.0,
             "storage_staging_wait": 0.0,
-            "forward_entry_time": entry,
+            "forward_entry_time": self.received + self.queued,
             "prefill_finished_time": self.received + self.first_token_latency,
             "queue_time": self.queued,
         }
-
-    def finished(self, e2e_sim: float) -> None:
-        self.e2e = e2e_sim
 
     def first_sent_ts(self) -> float:
         return self.received + self.first_token_latency
@@ -271,17 +267,10 @@ class Engine:
     def sleep_sim(self, seconds: float, epoch: int | None = None) -> None:
         """Sleep `seconds` of simulated time; abandon the sleep if a restart supersedes `epoch`. The engine's
         simulated clock advances by exactly `seconds` (the host's pace only decides when the sleep ends)."""
-        deadline = time.monotonic() + seconds * self.knobs.time_scale
-        while True:
-            if epoch is not None and not self.is_current(epoch):
-                raise Restarted()
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                with self._lock:
-                    if epoch is None or epoch == self.epoch:  # a superseded start adds nothing to the new one's clock
-                        self._slept_sim += seconds
-                return
-            time.sleep(min(remaining, 0.05))
+        self._sleep_until(time.monotonic(), seconds, epoch)
+        with self._lock:
+            if epoch is None or epoch == self.epoch:  # a superseded start adds nothing to the new one's clock
+                self._slept_sim += seconds
 
     def sim_clock(self) -> float:
         """Simulated seconds this engine process has spent in timed phases (startup phases, other simulated waits),
@@ -304,15 +293,17 @@ class Engine:
         self._crash_scheduler()
 
     def _crash_scheduler(self) -> None:
-        self.log.scheduler("Scheduler hit an exception: Traceback (most recent call last):")
-        self.die(
-            1,
-            "Traceback (most recent call last):\n"
+        self.scheduler_died(
             '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 3121, in event_loop_overlap\n'
             "    batch_result = self.run_batch(batch)\n"
-            "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
-            "[rank0]: Received sigquit from a child process. It usually means the child failed.",
+            "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
         )
+
+    def scheduler_died(self, frames: str) -> None:
+        """The scheduler process dies of the exception `frames` ends with, logged as SGLang logs it."""
+        self.log.scheduler("Scheduler hit an exception: Traceback (most recent call last):")
+        self.die(1, f"Traceback (most recent call last):\n{frames}\n"
+                    "[rank0]: Received sigquit from a child process. It usually means the child failed.")
 
     # ------------------------------------------------------------------ introspection
     def count_route(self, path: str, forwarded: bool = False) -> None:
@@ -374,9 +365,7 @@ class Engine:
 
     def _graph_memory(self) -> dict[str, float]:
         engaged = self.engaged
-        graphs = dict.fromkeys(
-            ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend"), 0.0
-        )
+        graphs = dict.fromkeys(GRAPH_PHASES, 0.0)
         if engaged is not None and engaged.cuda_graph:
             if engaged.dspark:  # the drafter captures one graph (phase draft_decode), and only with memory
                 graphs.update(target_verify=0.62, draft_decode=0.18 if engaged.dspark_draft_graph else 0.0)
@@ -524,7 +513,7 @@ class Engine:
         else:
             finish = {"type": "length", "length": len(words)}
         e2e = queued_sim + sim_elapsed
-        clock.finished(e2e)
+        clock.e2e = e2e
         meta = self._meta(req, words, finish, clock)
         meta[C.string_("meta_e2e_latency")] = e2e
         if spec and verify_ct > 0:
@@ -572,11 +561,11 @@ class Engine:
             return found.garbled()
         return found.words
 
-    def _sleep_until(self, start: float, sim_offset: float, epoch: int) -> None:
+    def _sleep_until(self, start: float, sim_offset: float, epoch: int | None) -> None:
         """Absolute schedule: sleep errors never accumulate across the steps of a request."""
         deadline = start + sim_offset * self.knobs.time_scale
         while True:
-            if not self.is_current(epoch):
+            if epoch is not None and not self.is_current(epoch):
                 raise Restarted()
             remaining = deadline - time.monotonic()
             if remaining <= 0:

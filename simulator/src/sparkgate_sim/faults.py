@@ -50,24 +50,9 @@ THINKS_ANYWAY = "thinks-anyway"
 # context, below the break-even accept length past it (timing.DECAYED_ACCEPT_LENGTH). Speculation only.
 ACCEPT_DECAY = "accept-decay"
 
-LOAD_TIME = frozenset(
-    {
-        FP8_ENV_IGNORED,
-        DRAFT_LM_HEAD_UNSHARED,
-        HUMMING_FALLBACK,
-        MTP_DRAFT_MISSING,
-        CUDA_GRAPH_OFF,
-        CRASH_AT_LOAD,
-        HANG_AT_LOAD,
-        SLOW_START,
-        DSPARK_DRAFT_GRAPH_DISABLED,
-        DSPARK_PROPOSAL_EAGER,
-        DSPARK_DRAFTER_MISSING,
-        COLD_PREFILL_GARBLE,
-        FP8_HEAD_SCALE_OFF,
-        THINKS_ANYWAY,
-    }
-)
+LOAD_TIME = frozenset({FP8_ENV_IGNORED, DRAFT_LM_HEAD_UNSHARED, HUMMING_FALLBACK, MTP_DRAFT_MISSING, CUDA_GRAPH_OFF,
+                       CRASH_AT_LOAD, HANG_AT_LOAD, SLOW_START, DSPARK_DRAFT_GRAPH_DISABLED, DSPARK_PROPOSAL_EAGER,
+                       DSPARK_DRAFTER_MISSING, COLD_PREFILL_GARBLE, FP8_HEAD_SCALE_OFF, THINKS_ANYWAY})
 RUNTIME = frozenset({CRASH_AFTER_READY, DEGRADE_AFTER, PROBE_MISSING, ANSWERS_GARBLED, MEMORY_PRESSURE, DECODE_STALL,
                      ACCEPT_DECAY})
 ALL = LOAD_TIME | RUNTIME
@@ -122,12 +107,8 @@ def parse_faults(spec: str | list[str] | None) -> tuple[Fault, ...]:
     if not spec:
         return ()
     items = spec.split(",") if isinstance(spec, str) else list(spec)
-    faults: dict[str, Fault] = {}
-    for item in items:
-        if item.strip():
-            fault = parse_fault(item)
-            faults[fault.name] = fault  # the last spelling of a fault wins
-    return tuple(faults.values())
+    parsed = (parse_fault(item) for item in items if item.strip())
+    return tuple({fault.name: fault for fault in parsed}.values())  # the last spelling of a fault wins
 
 
 class FaultBoard:

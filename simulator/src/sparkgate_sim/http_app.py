@@ -28,10 +28,6 @@ class HttpError(Exception):
         self.body = body
 
 
-def _not_found() -> HttpError:
-    return HttpError(404, {"detail": "Not Found"})
-
-
 class SimHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "uvicorn"
@@ -86,17 +82,8 @@ class SimHandler(BaseHTTPRequestHandler):
         return admin_routes.decide(self.command, path, self.headers.get("authorization"), r.get("api_key"),
                                    r.get("admin_api_key")) == 0
 
-    def do_GET(self) -> None:
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:
-        self._dispatch("POST")
-
-    def do_PUT(self) -> None:
-        self._dispatch("PUT")
-
-    def _dispatch(self, method: str) -> None:
-        path = urlsplit(self.path).path
+    def _dispatch(self) -> None:
+        method, path = self.command, urlsplit(self.path).path
         if not path.startswith(ADMIN_PREFIX):
             # "did anything reach the engine?" (admin stats), and did it come through the gateway?
             self.engine.count_route(path, forwarded=self.headers.get("X-Forwarded-For") is not None)
@@ -116,6 +103,8 @@ class SimHandler(BaseHTTPRequestHandler):
                 self.wfile.flush()
             # crash-after-ready:N dies once the response that reached N is written, however slow the host.
             self.engine.crash_if_due()
+
+    do_GET = do_POST = do_PUT = _dispatch
 
     def _route(self, method: str, path: str) -> Callable[[], None]:
         routes: dict[str, dict[str, Callable[[], None]]] = {
@@ -143,17 +132,15 @@ class SimHandler(BaseHTTPRequestHandler):
         if self.engine.resolved.get("enable_metrics"):
             routes["/metrics"] = {"GET": self.metrics}
         if self.engine.knobs.admin:
-            routes.update(
-                {
-                    "/admin/faults": {"GET": self.admin_faults, "POST": self.admin_faults},
-                    "/admin/stats": {"GET": self.admin_stats},
-                    "/admin/restart": {"POST": self.admin_restart},
-                }
-            )
+            routes.update({
+                "/admin/faults": {"GET": self.admin_faults, "POST": self.admin_faults},
+                "/admin/stats": {"GET": self.admin_stats},
+                "/admin/restart": {"POST": self.admin_restart},
+            })
         if path.startswith("/v1/models/") and method == "GET":
             return lambda: self.model_card(path[len("/v1/models/") :])
         if path not in routes:
-            raise _not_found()
+            raise HttpError(404, {"detail": "Not Found"})
         if method not in routes[path]:
             raise HttpError(405, {"detail": "Method Not Allowed"})
         return routes[path][method]
@@ -186,25 +173,22 @@ class SimHandler(BaseHTTPRequestHandler):
     def model_info(self) -> None:
         self._require_ready()
         r = self.engine.resolved
-        self._send(
-            200,
-            {
-                "model_path": r["model_path"],
-                "served_model_name": r["served_model_name"],
-                "tokenizer_path": r["tokenizer_path"],
-                "is_generation": True,
-                "preferred_sampling_params": None,
-                "weight_version": r["weight_version"],
-                "load_format": r["load_format"],
-                "reasoning_parser": r["reasoning_parser"],
-                "tool_call_parser": r["tool_call_parser"],
-                "disaggregation_mode": r["disaggregation_mode"],
-                "has_image_understanding": False,
-                "has_audio_understanding": False,
-                "model_type": MODEL_TYPE,
-                "architectures": [MODEL_ARCH],
-            },
-        )
+        self._send(200, {
+            "model_path": r["model_path"],
+            "served_model_name": r["served_model_name"],
+            "tokenizer_path": r["tokenizer_path"],
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": r["weight_version"],
+            "load_format": r["load_format"],
+            "reasoning_parser": r["reasoning_parser"],
+            "tool_call_parser": r["tool_call_parser"],
+            "disaggregation_mode": r["disaggregation_mode"],
+            "has_image_understanding": False,
+            "has_audio_understanding": False,
+            "model_type": MODEL_TYPE,
+            "architectures": [MODEL_ARCH],
+        })
 
     def server_info(self) -> None:
         self._require_ready()
@@ -248,12 +232,12 @@ class SimHandler(BaseHTTPRequestHandler):
             sampling=sampling,
             stream=bool(body.get("stream")),
             stop=(stop,) if isinstance(stop, str) else tuple(stop),
-            rid=body.get("rid") or _rid(),
+            rid=body.get("rid") or secrets.token_hex(16),
             ignore_eos=bool(sampling.get("ignore_eos")),
         )
         chunks = self.engine.generate(req)
         if not req.stream:
-            final = _last(chunks)
+            *_, final = chunks
             self._send(200, {"text": final.text, "output_ids": final.ids, "meta_info": final.meta_info})
             return
         with _Sse(self) as sse:
@@ -299,7 +283,7 @@ class SimHandler(BaseHTTPRequestHandler):
                                    self.engine.resolved.get("reasoning_parser"), body)
         chunks = self.engine.generate(req)
         if not req.stream:
-            last = _last(chunks)
+            *_, last = chunks
             response = shaper.full(last)
             sglext = openai_api.spec_tokens_details(body, last.meta_info)
             if sglext:
@@ -332,10 +316,8 @@ class SimHandler(BaseHTTPRequestHandler):
                 if "faults" in body:
                     board.replace(faults.parse_faults(body["faults"]))
                 else:
-                    current = faults.parse_faults(board.describe()["active"])
-                    keep = {f.name: f for f in current}
-                    for fault in faults.parse_faults(body.get("add") or []):
-                        keep[fault.name] = fault
+                    keep = {f.name: f for f in faults.parse_faults(board.describe()["active"])}
+                    keep.update((f.name, f) for f in faults.parse_faults(body.get("add") or []))
                     for name in body.get("remove") or []:
                         keep.pop(str(name).partition(":")[0], None)
                     board.replace(tuple(keep.values()))
@@ -350,39 +332,25 @@ class SimHandler(BaseHTTPRequestHandler):
             forwarded = dict(sorted(engine.forwarded_counts.items()))
             state = engine.state
             finished = engine.finished_requests
-        self._send(
-            200,
-            {
-                "state": state,
-                "requests": routes,
-                "total_requests": sum(routes.values()),
-                "forwarded": forwarded,
-                "forwarded_requests": sum(forwarded.values()),
-                "generation_requests_finished": finished,
-                "restarts": engine.restarts,
-                "since": engine.launched_at,
-                "image": engine.image.name,
-                "time_scale": engine.knobs.time_scale,
-                # SPARKGATE_SIM_HOST_MEMINFO's writer: attempts so far (a test waits on writes, not on the clock)
-                "host_meminfo": engine.meminfo.counts() if engine.meminfo is not None else None,
-                "decode_stalled_s": round(engine.stalled_s(), 3),  # simulated seconds the decode has hung
-            },
-        )
+        self._send(200, {
+            "state": state,
+            "requests": routes,
+            "total_requests": sum(routes.values()),
+            "forwarded": forwarded,
+            "forwarded_requests": sum(forwarded.values()),
+            "generation_requests_finished": finished,
+            "restarts": engine.restarts,
+            "since": engine.launched_at,
+            "image": engine.image.name,
+            "time_scale": engine.knobs.time_scale,
+            # SPARKGATE_SIM_HOST_MEMINFO's writer: attempts so far (a test waits on writes, not on the clock)
+            "host_meminfo": engine.meminfo.counts() if engine.meminfo is not None else None,
+            "decode_stalled_s": round(engine.stalled_s(), 3),  # simulated seconds the decode has hung
+        })
 
     def admin_restart(self) -> None:
         self.engine.restart()
         self._send(200, {"state": "starting", "restarts": self.engine.restarts})
-
-
-def _rid() -> str:
-    return secrets.token_hex(16)
-
-
-def _last(chunks):
-    final = None
-    for chunk in chunks:
-        final = chunk
-    return final
 
 
 class _Sse:

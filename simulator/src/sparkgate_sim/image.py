@@ -37,9 +37,8 @@ IMAGES = {
 }
 
 
-def engine_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The environment as SGLang sees it after import: legacy SGL_* names copied to SGLANG_*."""
-    return sglang_env.with_legacy_names_rewritten(environ)
+# The environment as SGLang sees it after import: legacy SGL_* names copied to SGLANG_*.
+engine_environment = sglang_env.with_legacy_names_rewritten
 
 
 def exportable_env_vars(image: Image, env: Mapping[str, str]) -> dict[str, str]:

@@ -36,16 +36,11 @@ def _key(labels: Mapping[str, object]) -> LabelKey:
 
 def _fmt_labels(key: LabelKey, extra: tuple[tuple[str, str], ...] = ()) -> str:
     items = key + extra
-    if not items:
-        return ""
-    body = ",".join(f'{k}="{v}"' for k, v in items)
-    return "{" + body + "}"
+    return "{" + ",".join(f'{k}="{v}"' for k, v in items) + "}" if items else ""
 
 
 def _fmt_value(value: float) -> str:
-    if math.isinf(value):
-        return "+Inf"
-    return repr(float(value))
+    return "+Inf" if math.isinf(value) else repr(float(value))
 
 
 class _Metric:
@@ -59,6 +54,9 @@ class _Metric:
     def header(self) -> list[str]:
         return [f"# HELP {self.name} {self.documentation}", f"# TYPE {self.name} {self.kind}"]
 
+    def render(self) -> list[str]:
+        return [f"{self.name}{_fmt_labels(k)} {_fmt_value(v)}" for k, v in self.samples.items()]
+
 
 class Counter(_Metric):
     kind = "counter"
@@ -67,21 +65,12 @@ class Counter(_Metric):
         key = _key(labels)
         self.samples[key] = float(self.samples.get(key, 0.0)) + amount
 
-    def value(self, labels: Mapping[str, object]) -> float:
-        return float(self.samples.get(_key(labels), 0.0))
-
-    def render(self) -> list[str]:
-        return [f"{self.name}{_fmt_labels(k)} {_fmt_value(v)}" for k, v in self.samples.items()]
-
 
 class Gauge(_Metric):
     kind = "gauge"
 
     def set(self, labels: Mapping[str, object], value: float) -> None:
         self.samples[_key(labels)] = float(value)
-
-    def render(self) -> list[str]:
-        return [f"{self.name}{_fmt_labels(k)} {_fmt_value(v)}" for k, v in self.samples.items()]
 
 
 class Histogram(_Metric):
@@ -94,18 +83,14 @@ class Histogram(_Metric):
     def observe(self, labels: Mapping[str, object], value: float) -> None:
         key = _key(labels)
         counts, total = self.samples.get(key, ([0] * len(self.buckets), 0.0))  # type: ignore[misc]
-        counts = list(counts)
-        for i, bound in enumerate(self.buckets):
-            if value <= bound:
-                counts[i] += 1
-        self.samples[key] = (counts, total + value)
+        self.samples[key] = ([count + (value <= bound) for count, bound in zip(counts, self.buckets, strict=True)],
+                             total + value)
 
     def render(self) -> list[str]:
         lines = []
         for key, (counts, total) in self.samples.items():  # type: ignore[misc]
             for bound, count in zip(self.buckets, counts, strict=True):
-                le = "+Inf" if math.isinf(bound) else repr(float(bound))
-                lines.append(f"{self.name}_bucket{_fmt_labels(key, (('le', le),))} {float(count)!r}")
+                lines.append(f"{self.name}_bucket{_fmt_labels(key, (('le', _fmt_value(bound)),))} {float(count)!r}")
             lines.append(f"{self.name}_count{_fmt_labels(key)} {float(counts[-1])!r}")
             lines.append(f"{self.name}_sum{_fmt_labels(key)} {float(total)!r}")
         return lines
@@ -153,12 +138,10 @@ class EngineMetrics:
         self.num_used_tokens = r.add(Gauge(C.metric("num_used_tokens"), "The number of used tokens."))
         self.token_usage = r.add(Gauge(C.metric("token_usage"), "The token usage."))
         self.gen_throughput = r.add(Gauge(C.metric("gen_throughput"), "The generation throughput (token/s)."))
-        self.spec_accept_length = r.add(
-            Gauge(
-                C.metric("spec_accept_length"),
-                "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).",
-            )
-        )
+        self.spec_accept_length = r.add(Gauge(
+            C.metric("spec_accept_length"),
+            "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).",
+        ))
         self.spec_accept_rate = r.add(
             Gauge(C.metric("spec_accept_rate"), "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).")
         )
@@ -168,9 +151,8 @@ class EngineMetrics:
                   "in DSpark cap-accept mode).")
         )
         self.spec_num_steps = r.add(Gauge(C.metric("spec_num_steps"), "Currently active speculative_num_steps."))
-        self.spec_num_draft_tokens = r.add(
-            Gauge(C.metric("spec_num_draft_tokens"), "Currently active speculative_num_draft_tokens.")
-        )
+        self.spec_num_draft_tokens = r.add(Gauge(C.metric("spec_num_draft_tokens"),
+                                                 "Currently active speculative_num_draft_tokens."))
         self.is_cuda_graph = r.add(Gauge(C.metric("is_cuda_graph"), "Whether the batch is using CUDA graph."))
         self.cuda_graph_passes = r.add(
             Counter(C.metric("cuda_graph_passes"), "Total number of forward passes categorized by CUDA graph.")
@@ -184,17 +166,9 @@ class EngineMetrics:
             Counter(C.metric("spec_verify_calls"), "Number of speculative decoding verification calls.")
         )
         self.num_requests = r.add(Counter(C.metric("num_requests"), "Number of requests processed."))
-        self.ttft = r.add(
-            Histogram(C.metric("ttft"), "Histogram of time to first token in seconds.", TTFT_BUCKETS)
-        )
-        self.itl = r.add(
-            Histogram(C.metric("itl"), "Histogram of inter-token latency in seconds.", ITL_BUCKETS)
-        )
-        self.e2e = r.add(
-            Histogram(
-                C.metric("e2e"), "Histogram of End-to-end request latency in seconds", E2E_BUCKETS
-            )
-        )
+        self.ttft = r.add(Histogram(C.metric("ttft"), "Histogram of time to first token in seconds.", TTFT_BUCKETS))
+        self.itl = r.add(Histogram(C.metric("itl"), "Histogram of inter-token latency in seconds.", ITL_BUCKETS))
+        self.e2e = r.add(Histogram(C.metric("e2e"), "Histogram of End-to-end request latency in seconds", E2E_BUCKETS))
 
     def stream_labels(self, streaming: bool) -> dict[str, object]:
         return {**self.tokenizer_labels, "is_streaming": "true" if streaming else "false"}

@@ -115,8 +115,7 @@ def chat_logprobs(meta: dict) -> dict[str, Any] | None:
 
 
 def include_usage(body: dict) -> bool:
-    options = body.get("stream_options") or {}
-    return bool(options.get("include_usage"))
+    return bool((body.get("stream_options") or {}).get("include_usage"))
 
 
 def finish_reason(meta: dict) -> tuple[str | None, Any]:
@@ -190,8 +189,8 @@ class Shaper:
         self.separates = kind == "chat" and reasoning_parser is not None and body.get("separate_reasoning", True) is not False
         self.splitter = reasoning.StreamSplitter(stream_reasoning=body.get("stream_reasoning", True) is not False)
 
-    def _base(self, obj: str) -> dict[str, Any]:
-        return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
+    def _base(self, obj: str, **fields: Any) -> dict[str, Any]:
+        return {"id": self.id, "object": obj, "created": self.created, "model": self.model, **fields}
 
     def full(self, chunk: Chunk) -> dict[str, Any]:
         reason, matched = finish_reason(chunk.meta_info)
@@ -229,11 +228,9 @@ class Shaper:
         """One chunk as entrypoints/openai/sse_utils.py build_sse_content encodes it: the delta always carries
         reasoning_content (null or text) and role/content only when set; the choice carries all its fields;
         the chunk has no usage key (StreamChunk omits a None usage)."""
-        body = self._base("chat.completion.chunk")
         delta = {"reasoning_content": None, **{k: v for k, v in delta.items() if v is not None}}
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason, "matched_stop": matched}
-        body.update(choices=[choice])
-        return body
+        return self._base("chat.completion.chunk", choices=[choice])
 
     def deltas(self, chunk: Chunk) -> list[dict[str, Any]]:
         """The stream events one engine chunk becomes. Chat, as serving_chat streams it: a reasoning event
@@ -242,10 +239,8 @@ class Shaper:
         piece = self._piece(chunk)
         reason, matched = finish_reason(chunk.meta_info)
         if self.kind == "completion":
-            body = self._base("text_completion")
             choice = {"index": 0, "text": piece, "logprobs": None, "finish_reason": reason, "matched_stop": matched}
-            body.update(choices=[choice], usage=None)
-            return [body]
+            return [self._base("text_completion", choices=[choice], usage=None)]
         thought, content = "", piece
         if self.separates:
             split = self.splitter.feed(piece)
@@ -262,18 +257,17 @@ class Shaper:
             events.append(self._chat_event({}, reason, matched))
         return events
 
+    def _chunk_object(self) -> str:
+        return "text_completion" if self.kind == "completion" else "chat.completion.chunk"
+
     def usage_chunk(self, meta: dict) -> dict[str, Any]:
-        body = self._base("text_completion" if self.kind == "completion" else "chat.completion.chunk")
         counts = usage(meta)
         if self.kind == "completion":
             # serving_completions dumps its usage chunk with exclude_none=True: no null details.
             counts = {key: value for key, value in counts.items() if value is not None}
-        body.update(choices=[], usage=counts)
-        return body
+        return self._base(self._chunk_object(), choices=[], usage=counts)
 
     def sglext_chunk(self, sglext: dict[str, Any]) -> dict[str, Any]:
         """The separate chunk that carries `sglext` after the finish event (serving_chat / serving_completions:
         a ChatCompletionStreamResponse / CompletionStreamResponse with no choices and a null usage)."""
-        body = self._base("text_completion" if self.kind == "completion" else "chat.completion.chunk")
-        body.update(choices=[], usage=None, sglext=sglext)
-        return body
+        return self._base(self._chunk_object(), choices=[], usage=None, sglext=sglext)

@@ -37,10 +37,8 @@ def split_whole(text: str) -> Split:
 
 def _partial_suffix(buffer: str, token: str) -> int:
     """Length of the longest end of `buffer` that is a strict prefix of `token`."""
-    for size in range(min(len(buffer), len(token) - 1), 0, -1):
-        if token.startswith(buffer[-size:]):
-            return size
-    return 0
+    sizes = range(min(len(buffer), len(token) - 1), 0, -1)
+    return next((size for size in sizes if token.startswith(buffer[-size:])), 0)
 
 
 @dataclass
@@ -88,9 +86,7 @@ class StreamSplitter:
 
 def reasoning_token_count(tokens: list[str]) -> int:
     """Scheduler-side `update_reasoning_tokens`: tokens up to and including `</think>`, or all of them."""
-    if THINK_END in tokens:
-        return tokens.index(THINK_END) + 1
-    return len(tokens)
+    return tokens.index(THINK_END) + 1 if THINK_END in tokens else len(tokens)
 
 
 def thinking_requested(body: dict) -> bool:

@@ -175,8 +175,7 @@ def resolve_logged(args: EngineArgs, *, draft_config_readable: bool = True) -> t
         logged += _resolve_dspark(out, draft_config_readable)
     elif algorithm is not None:
         out["speculative_algorithm"] = EAGLE  # NEXTN is EAGLE with the checkpoint's layer (speculative_hook.py)
-        steps = out["speculative_num_steps"]
-        topk = out["speculative_eagle_topk"]
+        steps, topk = out["speculative_num_steps"], out["speculative_eagle_topk"]
         tokens = out["speculative_num_draft_tokens"]
         if steps is None and topk is None and tokens is None:
             steps, topk, tokens = DEFAULT_SPEC_PARAMS

@@ -44,6 +44,9 @@ DSPARK_MARKOV_HEAD = C.class_name("dspark_markov_vanilla")
 # What SGLang finds left after the target when the draft graph is disabled (< 1 GB: dspark_worker_v2.py).
 DSPARK_LOW_MEMORY_GB = 0.74
 SGL = "/sgl-workspace/sglang/python/sglang/srt"
+# The first frame of every scheduler traceback at startup.
+RUN_SCHEDULER = (f'  File "{SGL}/managers/scheduler.py", line 6340, in run_scheduler_process\n'
+                 "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)\n")
 KV_POOL_GB = 24.0
 # model_executor/graph_memory_usage.py GRAPH_MEMORY_USAGE_KEYS: the phases startup_time and memory_usage report.
 GRAPH_PHASES = ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend")
@@ -69,14 +72,10 @@ class _Memory:
     def __init__(self) -> None:
         self.avail = AVAIL_AT_START_GB
 
-    def take(self, gb: float) -> tuple[float, float]:
-        before = self.avail
+    def take(self, gb: float) -> float:
+        """What is left after `gb` more is taken."""
         self.avail -= gb
-        return before, self.avail
-
-
-def _server_args_line(engine: Engine) -> str:
-    return C.log_line("server_args", args=repr(dict(engine.resolved)))
+        return self.avail
 
 
 def humming_line(engine: Engine) -> str:
@@ -114,7 +113,7 @@ def _run(engine: Engine, epoch: int) -> None:
     _, resolution_lines = resolve_logged(engine.args, draft_config_readable=not drafter_missing)
     for line in resolution_lines:
         log.info(line)
-    log.info(_server_args_line(engine))
+    log.info(C.log_line("server_args", args=repr(dict(engine.resolved))))
     if engine.args.get("attention_backend") is None:
         log.info(C.log_line("attention_backend_default", backend="triton"))
     engine.sleep_sim(phases["init"], epoch)
@@ -139,7 +138,7 @@ def _run(engine: Engine, epoch: int) -> None:
         engine.sleep_sim(phases["load_weights"] * 0.98, epoch)
     else:
         engine.sleep_sim(phases["load_weights"], epoch)
-    _, after = mem.take(target_gb)
+    after = mem.take(target_gb)
     load_weight = elapsed_since(tic)
     log.scheduler(C.log_line("load_weight_end", elapsed=load_weight, model_class=MODEL_ARCH, quant=CHECKPOINT_QUANT,
                              avail=after, usage=target_gb))
@@ -154,7 +153,7 @@ def _run(engine: Engine, epoch: int) -> None:
         log.scheduler(C.log_line("load_weight_begin", avail=mem.avail))
         host_mem.ramp_to(epoch, target_gb + draft_gb, phases["load_draft_weights"])
         engine.sleep_sim(phases["load_draft_weights"], epoch)
-        _, after = mem.take(draft_gb)
+        after = mem.take(draft_gb)
         load_weight += elapsed_since(tic)
         log.scheduler(C.log_line("load_weight_end", elapsed=elapsed_since(tic), model_class=draft_class,
                                  quant=draft_quant, avail=after, usage=draft_gb))
@@ -174,7 +173,7 @@ def _run(engine: Engine, epoch: int) -> None:
     if dspark and engaged.cuda_graph and not engaged.dspark_draft_graph:
         # A larger static pool (e.g. --mem-fraction-static too high) leaves the drafter too little memory.
         kv_gb = mem.avail - GRAPH_GB["target"] - DSPARK_LOW_MEMORY_GB
-    _, after = mem.take(kv_gb)
+    after = mem.take(kv_gb)
     warning = token_capacity_warning(engine.resolved)
     if warning is not None:
         log.scheduler(warning)
@@ -211,7 +210,7 @@ def _run(engine: Engine, epoch: int) -> None:
             engine.sleep_sim(phases["capture_target"] * 0.9, epoch)
         else:
             engine.sleep_sim(phases["capture_target"], epoch)
-        _, after = mem.take(graph_gb)
+        after = mem.take(graph_gb)
         graph_times[phase] = elapsed_since(tic)
         log.scheduler(C.log_line("capture_end", name=name, graph=CUDA_GRAPH, bs=bs, elapsed=graph_times[phase],
                                  usage=graph_gb, avail=after))
@@ -224,7 +223,7 @@ def _run(engine: Engine, epoch: int) -> None:
                                          avail=mem.avail))
                 engine.sleep_sim(phases["capture_draft"] * share, epoch)
                 gb = GRAPH_GB[f"draft_{kind}"]
-                _, after = mem.take(gb)
+                after = mem.take(gb)
                 graph_times[f"draft_{kind}"] = elapsed_since(tic)
                 log.scheduler(C.log_line(f"capture_draft_{kind}_end", elapsed=graph_times[f"draft_{kind}"], usage=gb,
                                          avail=after))
@@ -315,7 +314,7 @@ def _dspark_draft_graph(engine: Engine, epoch: int, mem: _Memory, phases: dict, 
     if engaged.dspark_proposal_folded:
         greedy = sglang_env.is_true(engine.env, C.env("dspark_use_greedy_draft"))
         log.scheduler(C.log_line("dspark_proposal_folded", mode="greedy draft" if greedy else "sampling", suffix=""))
-    elif _proposal_sampler_gave_up(engine):
+    elif engine.board.loaded_with(faults.DSPARK_PROPOSAL_EAGER):  # the sampler was built and gave up
         log.scheduler(C.log_line("dspark_proposal_eager", reason="no markov head"))
     # (SGLANG_DSPARK_FOLDED_PROPOSAL=0: the sampler is never built, so nothing is logged)
     tokens = engine.num_draft_tokens if not DSPARK_SAMPLE_FROM_ANCHOR else engine.num_draft_tokens - 1
@@ -324,26 +323,17 @@ def _dspark_draft_graph(engine: Engine, epoch: int, mem: _Memory, phases: dict, 
                              avail=mem.avail))
     engine.sleep_sim(phases["capture_draft"], epoch)
     gb = GRAPH_GB["draft_decode"]
-    _, after = mem.take(gb)
+    after = mem.take(gb)
     graph_times["draft_decode"] = round(engine.sim_clock() - tic, 6)
     log.scheduler(C.log_line("capture_end", name="draft verify", graph=CUDA_GRAPH, bs=bs,
                              elapsed=graph_times["draft_decode"], usage=gb, avail=after))
 
 
-def _proposal_sampler_gave_up(engine: Engine) -> bool:
-    """The draft sampler was built and gave up (a reason is logged), as opposed to never built."""
-    return engine.board.loaded_with(faults.DSPARK_PROPOSAL_EAGER)
-
-
 def _drafter_config_missing(engine: Engine) -> None:
     """The target's ModelRunner reads the drafter's config for the DSpark target-hidden capture."""
-    engine.log.scheduler("Scheduler hit an exception: Traceback (most recent call last):")
-    engine.die(
-        1,
-        "Traceback (most recent call last):\n"
-        f'  File "{SGL}/managers/scheduler.py", line 6340, in run_scheduler_process\n'
-        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)\n"
-        f'  File "{SGL}/model_executor/model_runner.py", line 426, in __init__\n'
+    engine.scheduler_died(
+        RUN_SCHEDULER
+        + f'  File "{SGL}/model_executor/model_runner.py", line 426, in __init__\n'
         "    self.init_spec_aux_hidden_state()\n"
         f'  File "{SGL}/model_executor/model_runner.py", line 598, in init_spec_aux_hidden_state\n'
         "    resolve_spec_aux_hidden_state_config(\n"
@@ -359,37 +349,26 @@ def _drafter_config_missing(engine: Engine) -> None:
         "    get_config(\n"
         '  File "/usr/local/lib/python3.12/dist-packages/transformers/utils/hub.py", line 553, in cached_files\n'
         "    raise OSError(\n"
-        f"OSError: {missing_config_error(engine.resolved)}\n"
-        "[rank0]: Received sigquit from a child process. It usually means the child failed.",
+        f"OSError: {missing_config_error(engine.resolved)}"
     )
 
 
 def _ring_invalid(engine: Engine, message: str) -> None:
-    engine.log.scheduler("Scheduler hit an exception: Traceback (most recent call last):")
-    engine.die(
-        1,
-        "Traceback (most recent call last):\n"
-        f'  File "{SGL}/managers/scheduler.py", line 6340, in run_scheduler_process\n'
-        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)\n"
-        f'  File "{SGL}/mem_cache/memory_pool.py", line 826, in __init__\n'
+    engine.scheduler_died(
+        RUN_SCHEDULER
+        + f'  File "{SGL}/mem_cache/memory_pool.py", line 826, in __init__\n'
         "    raise ValueError(\n"
-        f"ValueError: {message}\n"
-        "[rank0]: Received sigquit from a child process. It usually means the child failed.",
+        f"ValueError: {message}"
     )
 
 
 def _crash_at_load(engine: Engine) -> None:
-    engine.log.scheduler("Scheduler hit an exception: Traceback (most recent call last):")
-    engine.die(
-        1,
-        "Traceback (most recent call last):\n"
-        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 6340, in run_scheduler_process\n'
-        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)\n"
-        '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 1290, in load_model\n'
+    engine.scheduler_died(
+        RUN_SCHEDULER
+        + f'  File "{SGL}/model_executor/model_runner.py", line 1290, in load_model\n'
         "    self.model = get_model(model_config=self.model_config, load_config=self.load_config)\n"
-        '  File "/sgl-workspace/sglang/python/sglang/srt/model_loader/loader.py", line 612, in load_weights_and_postprocess\n'
+        f'  File "{SGL}/model_loader/loader.py", line 612, in load_weights_and_postprocess\n'
         "    model.load_weights(weights)\n"
-        "RuntimeError: CUDA error: out of memory\n"
-        "[rank0]: Received sigquit from a child process. It usually means the child failed.",
+        "RuntimeError: CUDA error: out of memory"
     )
 

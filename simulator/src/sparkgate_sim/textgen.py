@@ -27,8 +27,8 @@ CODE_VOCAB: tuple[str, ...] = (
 CODE_TOKEN_ID_OFFSET = TOKEN_ID_OFFSET + VOCAB_SIZE
 ANSWER_TOKEN_ID_OFFSET = CODE_TOKEN_ID_OFFSET + len(CODE_VOCAB)  # answer words that no vocabulary holds
 ANSWER_TOKEN_ID_SPAN = 100_000
-_VOCAB_IDS = {w: TOKEN_ID_OFFSET + i for i, w in enumerate(VOCAB)}
-_CODE_IDS = {w: CODE_TOKEN_ID_OFFSET + i for i, w in enumerate(CODE_VOCAB)}
+VOCAB_IDS = {w: TOKEN_ID_OFFSET + i for i, w in enumerate(VOCAB)}  # the ids /generate returns as output_ids
+CODE_IDS = {w: CODE_TOKEN_ID_OFFSET + i for i, w in enumerate(CODE_VOCAB)}
 EOS_TOKEN_ID = 1
 THINK_START, THINK_END = "<think>", "</think>"
 THINK_TOKEN_IDS = {THINK_START: 3, THINK_END: 4}
@@ -114,7 +114,7 @@ def answer_start(seed: int, thinks: bool, words: int | None = None) -> int:
 
 def answer_token_id(text: str) -> int:
     """A vocabulary word keeps its id; any other answer word gets a stable id of its own."""
-    known = _VOCAB_IDS.get(text, _CODE_IDS.get(text))
+    known = VOCAB_IDS.get(text, CODE_IDS.get(text))
     if known is not None:
         return known
     digest = hashlib.blake2b(text.encode("utf-8"), digest_size=4).digest()

@@ -20,11 +20,7 @@ SPECIALS = ("<pad>", "</s>", "<unk>")  # ids 0, 1 (EOS, as textgen.EOS_TOKEN_ID)
 
 
 def tokenizer_json() -> dict:
-    vocab = {token: i for i, token in enumerate(SPECIALS)}
-    for index, word in enumerate(textgen.VOCAB):
-        vocab[word] = textgen.TOKEN_ID_OFFSET + index  # the ids /generate returns as output_ids
-    for index, word in enumerate(textgen.CODE_VOCAB):
-        vocab[word] = textgen.CODE_TOKEN_ID_OFFSET + index
+    vocab = {**{token: i for i, token in enumerate(SPECIALS)}, **textgen.VOCAB_IDS, **textgen.CODE_IDS}
     added = [
         {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
         for i, t in enumerate(SPECIALS)
