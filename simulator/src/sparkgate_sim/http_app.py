@@ -3,6 +3,7 @@ keep-alive, chunked SSE streaming), SGLang's API-key rule, and the sim-only admi
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import secrets
@@ -237,7 +238,7 @@ class SimHandler(BaseHTTPRequestHandler):
         )
         chunks = self.engine.generate(req)
         if not req.stream:
-            *_, final = chunks
+            final = collections.deque(chunks, maxlen=1)[0]  # the last chunk; earlier ones are not kept
             self._send(200, {"text": final.text, "output_ids": final.ids, "meta_info": final.meta_info})
             return
         with _Sse(self) as sse:
