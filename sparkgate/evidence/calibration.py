@@ -70,7 +70,9 @@ class CalibrationResult:
     def decode_tok_s(self) -> float | None:
         """Aggregate decode speed in engine time: all decode tokens over all decode seconds the engine reported."""
         done = [r for r in self.completed if r.decode_s and r.decode_s > 0 and r.completion_tokens > 1]
-        return sum(r.completion_tokens - 1 for r in done) / sum(r.decode_s for r in done) if done else None
+        if not done:
+            return None
+        return sum(r.completion_tokens - 1 for r in done) / sum(r.decode_s for r in done)
 
     def ttft_s(self) -> float | None:
         """Mean time to first token, engine time."""
@@ -81,14 +83,16 @@ class CalibrationResult:
         """The same aggregate from the client's stopwatch, in engine seconds (wall / time_scale): for display."""
         done = [r for r in self.completed
                 if r.client_decode_wall_s and r.client_decode_wall_s > 0 and r.completion_tokens > 1]
-        wall_s = sum(r.client_decode_wall_s for r in done)
-        return sum(r.completion_tokens - 1 for r in done) / (wall_s / self.time_scale) if done else None
+        if not done:
+            return None
+        return sum(r.completion_tokens - 1 for r in done) / (sum(r.client_decode_wall_s for r in done) / self.time_scale)
 
     def accept_length(self) -> float | None:
         """Token-weighted: total completion tokens over total verify steps, as SGLang computes it."""
         done = [r for r in self.completed if r.spec_verify_ct]
-        every = done and len(done) == len(self.completed)
-        return sum(r.completion_tokens for r in done) / sum(r.spec_verify_ct for r in done) if every else None
+        if len(done) != len(self.completed) or not done:
+            return None
+        return sum(r.completion_tokens for r in done) / sum(r.spec_verify_ct for r in done)
 
     def as_dict(self) -> dict:
         return {
@@ -188,15 +192,17 @@ def _one(client: EngineClient, index: int, max_new_tokens: int, budget_s: float,
 def plain_step_s(calibration: CalibrationResult) -> float | None:
     """A plain decode step in engine seconds: decode seconds over the tokens after the first (no speculation)."""
     done = [r for r in calibration.completed if r.decode_s and r.completion_tokens > 1 and not r.spec_verify_ct]
-    every = done and len(done) == len(calibration.completed)
-    return sum(r.decode_s for r in done) / sum(r.completion_tokens - 1 for r in done) if every else None
+    if not done or len(done) != len(calibration.completed):
+        return None
+    return sum(r.decode_s for r in done) / sum(r.completion_tokens - 1 for r in done)
 
 
 def verify_step_s(calibration: CalibrationResult) -> float | None:
     """A speculative verify step (drafting included) in engine seconds: decode seconds over verify steps."""
     done = [r for r in calibration.completed if r.decode_s and r.spec_verify_ct]
-    every = done and len(done) == len(calibration.completed)
-    return sum(r.decode_s for r in done) / sum(r.spec_verify_ct for r in done) if every else None
+    if not done or len(done) != len(calibration.completed):
+        return None
+    return sum(r.decode_s for r in done) / sum(r.spec_verify_ct for r in done)
 
 
 def verify_cost_ratio(plain: CalibrationResult | None, speculative: CalibrationResult | None) -> float | None:

@@ -113,6 +113,11 @@ def read(path: Path) -> EngineRun | None:
     try:
         with open(path, "rb") as handle:
             data = handle.read(MAX_RECORD_BYTES + 1)
-        return EngineRun.model_validate_json(data) if len(data) <= MAX_RECORD_BYTES else None
-    except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
+    except OSError:
+        return None
+    if len(data) > MAX_RECORD_BYTES:
+        return None
+    try:
+        return EngineRun.model_validate_json(data)
+    except ValueError:  # pydantic's ValidationError is a ValueError
         return None

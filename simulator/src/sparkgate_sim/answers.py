@@ -86,11 +86,17 @@ def answer(text: str | None, context: str = "") -> Answer | None:
         return None
     told = _Told.read("\n".join(part for part in (context, earlier, text) if part))
     found = None
-    for sentence in sentences(text):  # a sentence's told fact first, else the first parser that answers it
+    for sentence in sentences(text):
         key = _normalize(sentence)
-        substituted = told.substituted(key)
-        found = told.recall(key) or next(filter(None, (parse(substituted) for parse in _PARSERS)), found)
-    return found or _word_problem(text)
+        result = told.recall(key)
+        key = told.substituted(key)
+        for parse in _PARSERS:
+            if result is not None:
+                break
+            result = parse(key)
+        if result is not None:
+            found = result
+    return found if found is not None else _word_problem(text)
 
 
 def _hash(key: str) -> int:

@@ -284,7 +284,7 @@ class SimHandler(BaseHTTPRequestHandler):
                                    self.engine.resolved.get("reasoning_parser"), body)
         chunks = self.engine.generate(req)
         if not req.stream:
-            *_, last = chunks
+            last = collections.deque(chunks, maxlen=1)[0]  # the last chunk; earlier ones are not kept
             response = shaper.full(last)
             sglext = openai_api.spec_tokens_details(body, last.meta_info)
             if sglext:

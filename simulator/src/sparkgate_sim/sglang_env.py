@@ -49,5 +49,8 @@ def is_true(env: Mapping[str, str], name: str, default: bool = False) -> bool:
 
 def with_legacy_names_rewritten(environ: Mapping[str, str]) -> dict[str, str]:
     """The environment after SGLang's import-time SGL_ -> SGLANG_ rewrite (the legacy value wins)."""
-    return {**environ, **{key.replace(LEGACY_PREFIX, PREFIX, 1): value
-                          for key, value in environ.items() if key.startswith(LEGACY_PREFIX)}}
+    env = dict(environ)
+    for key, value in environ.items():
+        if key.startswith(LEGACY_PREFIX):
+            env[key.replace(LEGACY_PREFIX, PREFIX, 1)] = value
+    return env
