@@ -81,7 +81,9 @@ def test_a_long_real_stream_never_trips_the_watch_and_the_gauges_return_to_idle(
         [result] = stall.rechecks(ctx)
         results.append(result)
         running_seen = max(running_seen, result.observed["requests_running"])
-        time.sleep(PERIOD_S)
+        # Sampled well inside a period: an idle host decodes the tiny model's 240 tokens in well under a second, and
+        # the gauge reads 1 only between its first decode-log interval and the end (a slower host widens that).
+        time.sleep(PERIOD_S / 10)
     assert outcome["error"] is None and outcome["chunks"] > 1
     assert results and all(r.passed for r in results), [r.observed for r in results if not r.passed]
     assert running_seen >= 1  # SGLang published the stream as running (after its first decode-log interval)
