@@ -159,12 +159,19 @@ def drafter_mounts(profile) -> dict:
     }
 
 
+def kernel_caches(profile) -> dict[str, str]:
+    """The engine's JIT kernel caches, by the name `invoke deploy`'s preflight gives them (each a subdirectory of
+    SPARKGATE_CACHE_DIR on the host): where they are mounted in the engine container."""
+    return {"humming": str(PurePosixPath(profile.optimizations.humming.cache_dir).parent),
+            "flashinfer": FLASHINFER_CACHE}
+
+
 def compose_context(loaded: LoadedProfile, options: RenderOptions, bundle_files: dict[str, str]) -> dict:
     """`bundle_files`: the rendered files the containers read, carried inline as Compose configs."""
     profile = loaded.profile
     lock = load_lock()
     engine_image = lock.engine_ref(profile.image) if options.target == "spark" else lock.local_images["sim"]
-    humming_root = str(PurePosixPath(profile.optimizations.humming.cache_dir).parent)
+    caches = kernel_caches(profile)
     capabilities = lock.engine_images[profile.image].capabilities
     engine_url = f"http://engine:{profile.sglang.port}"
     runtime_image = lock.local_images["sentinel"]
@@ -238,9 +245,9 @@ def compose_context(loaded: LoadedProfile, options: RenderOptions, bundle_files:
             for name, value in {**loaded.plan.env_map(), **(sim_environment if options.target == "sim" else {})}.items()
         },
         "model_mount": f"{paths.model_dir(profile.model.path).compose()}:{profile.model.path}:ro",
-        "humming_cache_mount": f"{paths.CACHE_DIR.compose('humming')}:{humming_root}",
-        "sim_humming_cache_mount": f"humming-cache:{humming_root}",
-        "flashinfer_cache_mount": f"{paths.CACHE_DIR.compose('flashinfer')}:{FLASHINFER_CACHE}",
+        "humming_cache_mount": f"{paths.CACHE_DIR.compose('humming')}:{caches['humming']}",
+        "sim_humming_cache_mount": f"humming-cache:{caches['humming']}",
+        "flashinfer_cache_mount": f"{paths.CACHE_DIR.compose('flashinfer')}:{caches['flashinfer']}",
         "healthcheck": [
             "CMD", "sparkgate", "healthcheck", "--url", f"http://127.0.0.1:{profile.sglang.port}/health",
         ],
@@ -304,8 +311,7 @@ def render_files(loaded: LoadedProfile, options: RenderOptions) -> dict[str, str
         ),
     }
     if options.target == "spark":
-        humming_root = str(PurePosixPath(profile.optimizations.humming.cache_dir).parent)
-        checks = engine_preflight.plan(profile, profile.name, {"humming": humming_root, "flashinfer": FLASHINFER_CACHE})
+        checks = engine_preflight.plan(profile, profile.name, kernel_caches(profile))
         files[engine_preflight.FILE_NAME] = env.get_template("preflight.json.j2").render(
             preflight=checks.model_dump(mode="json"))
     gateway = gateway_context(loaded, options)
